@@ -1,0 +1,1 @@
+"""wgc.grammar: walk.lark, the one grammar of the .walk language, and editor support."""

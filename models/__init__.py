@@ -1,0 +1,1 @@
+"""wgc.models: one .walk program per model family, with its PyTorch components and tiny presets."""

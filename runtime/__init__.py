@@ -1,0 +1,1 @@
+"""wgc.runtime: the coordinator, workers and HTTP frontend that serve a compiled plan."""

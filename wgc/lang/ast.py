@@ -1,0 +1,385 @@
+"""The .walk abstract syntax tree: frozen dataclasses, a source span on every node.
+
+Spans never take part in equality (`compare=False`), so two programs that differ
+only in layout compare equal: `parse(fmt(p)) == parse(p)` is a plain `==`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from wgc.lang.span import Span
+
+
+@dataclass(frozen=True)
+class Node:
+    span: Span = field(compare=False, repr=False)
+
+
+# ---- types ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DimInt(Node):
+    value: int
+
+
+@dataclass(frozen=True)
+class TypeRef(Node):
+    """`token`, `tokens`, `tensor[N, 64; bf16]`, `seq[token[16]]`: a name with arguments.
+
+    Arguments are dims (`DimInt`, or a bare `TypeRef` read as a symbolic dim
+    `N` / wildcard `_`) or, for `seq`, one type. The checker interprets them.
+    """
+
+    name: str
+    args: tuple[Union[DimInt, TypeRef], ...] = ()
+    dtype: str | None = None
+    bracketed: bool = False
+
+
+# ---- expressions ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Name(Node):
+    id: str
+
+
+@dataclass(frozen=True)
+class IntLit(Node):
+    value: int
+
+
+@dataclass(frozen=True)
+class FloatLit(Node):
+    value: float
+    text: str
+
+
+@dataclass(frozen=True)
+class SizeLit(Node):
+    """A parameter count such as `7.2B` (suffixes K, M, B, T)."""
+
+    value: int
+    text: str
+
+
+@dataclass(frozen=True)
+class StrLit(Node):
+    value: str
+
+
+@dataclass(frozen=True)
+class BoolLit(Node):
+    value: bool
+
+
+@dataclass(frozen=True)
+class Attribute(Node):
+    base: Expr
+    attr: str
+
+
+@dataclass(frozen=True)
+class Index(Node):
+    base: Expr
+    index: Expr
+
+
+@dataclass(frozen=True)
+class KeywordArg(Node):
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    func: Expr
+    args: tuple[Expr, ...]
+    kwargs: tuple[KeywordArg, ...]
+
+
+@dataclass(frozen=True)
+class Recv(Node):
+    stream: str
+
+
+@dataclass(frozen=True)
+class Unary(Node):
+    op: str  # "-" or "not"
+    operand: Expr
+
+
+@dataclass(frozen=True)
+class Binary(Node):
+    op: str  # + - * / % == != < <= > >= in and or
+    left: Expr
+    right: Expr
+
+
+Literal = Union[IntLit, FloatLit, SizeLit, StrLit, BoolLit]
+Expr = Union[Name, IntLit, FloatLit, SizeLit, StrLit, BoolLit, Attribute, Index, Call, Recv, Unary, Binary]
+
+
+# ---- statements -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Assign(Node):
+    target: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Send(Node):
+    value: Expr
+    stream: str
+
+
+@dataclass(frozen=True)
+class Emit(Node):
+    modality: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Fork(Node):
+    target: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Return(Node):
+    value: Expr
+
+
+@dataclass(frozen=True)
+class ExprStmt(Node):
+    call: Call
+
+
+@dataclass(frozen=True)
+class Carry(Node):
+    name: str
+    init: Expr | None
+
+
+@dataclass(frozen=True)
+class YieldItem(Node):
+    kind: str  # "terminal" or "accumulated"
+    name: str
+    alias: str | None = None
+
+    @property
+    def exposed(self) -> str:
+        """The name the value has after the loop."""
+        return self.alias or self.name
+
+
+@dataclass(frozen=True)
+class Loop(Node):
+    """`loop N {}` (until is None) or `loop until C max N {}` (a DynamicLoop).
+
+    `bound` is None only for a DynamicLoop written without `max`, which the
+    checker rejects with its own error.
+    """
+
+    bound: Expr | None
+    until: Expr | None
+    index: str | None
+    carries: tuple[Carry, ...]
+    nospec: bool
+    body: tuple[Stmt, ...]
+    yields: tuple[YieldItem, ...]
+
+    @property
+    def dynamic(self) -> bool:
+        return self.until is not None
+
+
+@dataclass(frozen=True)
+class Branch(Node):
+    """One branch of a `parallel` block; `named` is False for a bare statement
+    whose branch takes the name of the value it assigns."""
+
+    name: str
+    body: tuple[Stmt, ...]
+    named: bool
+
+
+@dataclass(frozen=True)
+class Parallel(Node):
+    branches: tuple[Branch, ...]
+
+
+Stmt = Union[Assign, Send, Emit, Fork, Return, ExprStmt, Loop, Parallel]
+
+
+# ---- declarations -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arg(Node):
+    name: str
+    type: TypeRef
+
+
+@dataclass(frozen=True)
+class Entry(Node):
+    name: str
+    args: tuple[Arg, ...]
+    returns: TypeRef | None
+
+
+@dataclass(frozen=True)
+class Const(Node):
+    name: str
+    type: TypeRef
+    value: Literal | None
+
+
+@dataclass(frozen=True)
+class Labels(Node):
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Attr(Node):
+    """A component attribute (`weights = 7.2B`, `dtype = bf16`): data for placement."""
+
+    name: str
+    value: Literal | Name
+
+
+@dataclass(frozen=True)
+class Component(Node):
+    name: str
+    cls: tuple[str, ...]
+    engine: str
+    members: tuple[Entry | Const | Labels | Attr, ...]
+
+    def entries(self) -> tuple[Entry, ...]:
+        return tuple(m for m in self.members if isinstance(m, Entry))
+
+    def consts(self) -> tuple[Const, ...]:
+        return tuple(m for m in self.members if isinstance(m, Const))
+
+    def labels(self) -> tuple[str, ...]:
+        return tuple(n for m in self.members if isinstance(m, Labels) for n in m.names)
+
+    def attrs(self) -> tuple[Attr, ...]:
+        return tuple(m for m in self.members if isinstance(m, Attr))
+
+
+@dataclass(frozen=True)
+class Model(Node):
+    name: str
+
+
+@dataclass(frozen=True)
+class Import(Node):
+    module: tuple[str, ...]
+    alias: str
+
+
+@dataclass(frozen=True)
+class Param(Node):
+    name: str
+    type: str
+    default: Literal | None
+    bounds: tuple[Literal, Literal] | None = None
+    choices: tuple[Literal, ...] | None = None
+
+
+@dataclass(frozen=True)
+class PolicyArg(Node):
+    name: str | None
+    value: int
+
+
+@dataclass(frozen=True)
+class Policy(Node):
+    name: str
+    args: tuple[PolicyArg, ...]
+
+
+@dataclass(frozen=True)
+class Stream(Node):
+    name: str
+    type: TypeRef
+    producer: str
+    consumer: str
+    policy: Policy
+    at_end: str | None
+    after_end: str | None
+    capacity: int | None
+    # Spans of the optional clauses, for diagnostics pointing at them.
+    at_end_span: Span | None = field(default=None, compare=False, repr=False)
+    after_end_span: Span | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Walk(Node):
+    name: str
+    args: tuple[Arg, ...]
+    returns: TypeRef | None
+    on: str | None
+    body: tuple[Stmt, ...]
+    on_span: Span | None = field(default=None, compare=False, repr=False)
+
+
+# ---- flows ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FlowNode(Node):
+    """`start`, `done`, or a walk / each-block name."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Chain(Node):
+    """`a -> b -> c when COND`: the condition guards leaving `a` along this chain."""
+
+    nodes: tuple[FlowNode, ...]
+    when: Expr | None
+
+
+@dataclass(frozen=True)
+class EachArm(Node):
+    """`KIND -> w1 -> w2 when COND` inside an each-block (`_` matches any kind)."""
+
+    kind: str
+    walks: tuple[FlowNode, ...]
+    when: Expr | None
+
+
+@dataclass(frozen=True)
+class Each(Node):
+    """`each NAME: VAR in EXPR { arms }`: runs, for every part in order, the first arm that matches."""
+
+    name: str
+    var: str
+    source: Expr
+    arms: tuple[EachArm, ...]
+
+
+@dataclass(frozen=True)
+class Flow(Node):
+    name: str | None
+    when: Expr | None
+    items: tuple[Chain | Each, ...]
+
+
+Decl = Union[Model, Import, Param, Component, Stream, Walk, Flow]
+
+
+@dataclass(frozen=True)
+class Program(Node):
+    decls: tuple[Decl, ...]
+
+    def of(self, kind: type) -> tuple:
+        return tuple(d for d in self.decls if isinstance(d, kind))
