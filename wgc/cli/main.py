@@ -1,0 +1,23 @@
+"""The `wgc` command. Subcommands import their machinery lazily so `wgc check` stays fast."""
+
+from __future__ import annotations
+
+import click
+
+from wgc import __version__
+from wgc.cli.check_cmd import check
+from wgc.cli.fmt_cmd import fmt
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="wgc")
+def cli() -> None:
+    """wgc, the Walk Graph Compiler: check, compile and serve composite multimodal models."""
+
+
+cli.add_command(check)
+cli.add_command(fmt)
+
+
+def main() -> None:
+    cli()
