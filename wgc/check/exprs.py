@@ -7,7 +7,21 @@ request and walk results in a flow); everything else is common.
 from __future__ import annotations
 
 from wgc.check.context import Context, did_you_mean
-from wgc.check.types import BOOL, DIMMED, FLOAT, INT, NONE, NUMERIC, STR, Subst, Ty, apply, is_dim_mismatch, rename, unify
+from wgc.check.types import (
+    BOOL,
+    DIMMED,
+    FLOAT,
+    INT,
+    NONE,
+    NUMERIC,
+    STR,
+    Subst,
+    Ty,
+    apply,
+    is_dim_mismatch,
+    rename,
+    unify,
+)
 from wgc.lang import ast
 
 REQUEST_FIELDS: dict[str, Ty] = {
@@ -209,11 +223,11 @@ class ExprChecker:
             if k.name != "cache":
                 self.check(k.value)
 
-    def _call_sig(self, e: ast.Call, comp: ast.Component, sig) -> Ty:  # noqa: ANN001 - EntrySig
+    def _call_sig(self, e: ast.Call, comp: ast.Component, sig) -> Ty:
         self._calls += 1
         fresh = str(self._calls)
         params = [a.name for a in sig.entry.args]
-        bound: dict[str, ast.Expr] = dict(zip(params, e.args))
+        bound: dict[str, ast.Expr] = dict(zip(params, e.args, strict=False))
         if len(e.args) > len(params):
             self.ctx.error("E028", f"`{comp.name}.{sig.entry.name}` takes {len(params)} argument(s), "
                            f"{len(e.args)} given", e.span, (f"signature: {_signature(sig)}",))
@@ -231,7 +245,7 @@ class ExprChecker:
         if missing and len(e.args) <= len(params):
             self.ctx.error("E028", f"`{comp.name}.{sig.entry.name}` is missing " + ", ".join(f"`{m}`" for m in missing),
                            e.span, (f"signature: {_signature(sig)}",))
-        for name, ty in zip(params, sig.args):
+        for name, ty in zip(params, sig.args, strict=False):
             if name in bound:
                 arg = bound[name]
                 self.expect(rename(ty, fresh), arg, self.check(arg), f"argument `{name}` of {comp.name}.{sig.entry.name}")
@@ -252,7 +266,7 @@ class ExprChecker:
                            did_you_mean(k.value.id, labels) or (f"declare it: labels {k.value.id}",))
 
 
-def _signature(sig) -> str:  # noqa: ANN001 - EntrySig
-    args = ", ".join(f"{a.name}: {t}" for a, t in zip(sig.entry.args, sig.args))
+def _signature(sig) -> str:
+    args = ", ".join(f"{a.name}: {t}" for a, t in zip(sig.entry.args, sig.args, strict=False))
     ret = f" -> {sig.returns}" if sig.returns != NONE else ""
     return f"{sig.entry.name}({args}){ret}"

@@ -137,7 +137,7 @@ def _chain(ctx: Context, chain: ast.Chain, graph: FlowGraph, eaches: dict[str, a
         ConditionChecker(ctx).condition(chain.when, "a transition's `when` condition")
     nodes = chain.nodes
     ok = all([_node(ctx, n, eaches) for n in nodes])
-    for a, b in zip(nodes, nodes[1:]):
+    for a, b in zip(nodes, nodes[1:], strict=False):
         if a.name == "done":
             ctx.error("E023", "`done` ends the flow; nothing can follow it", a.span)
         elif b.name == "start":

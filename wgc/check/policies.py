@@ -44,7 +44,7 @@ def check_policy(ctx: Context, s: ast.Stream) -> None:
                   did_you_mean(p.name, POLICIES) or ("policies: fixed(k), sliding(window, stride), left_context(left, chunk)",))
         return
     values = policy_values(p) or {}
-    for arg, (name, value) in zip(p.args, values.items()):
+    for arg, (name, value) in zip(p.args, values.items(), strict=False):
         if name not in rule.params:
             ctx.error("E019", f"`{p.name}` has no parameter `{name}`", arg.span,
                       (f"{p.name} takes: " + ", ".join(rule.params),))

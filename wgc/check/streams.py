@@ -26,7 +26,7 @@ def bind_consumers(ctx: Context) -> None:
         _check_consumer_input(ctx, stream, w.name, info.args[0], w.args[0].span)
 
 
-def _check_consumer_input(ctx: Context, stream: StreamInfo, walk: str, arg, span) -> None:  # noqa: ANN001
+def _check_consumer_input(ctx: Context, stream: StreamInfo, walk: str, arg, span) -> None:
     problem = unify(stream.chunk, arg, Subst(), walk)
     if problem is not None:
         ctx.error("E040", f"walk `{walk}` takes {arg}, but stream `{stream.decl.name}` delivers {stream.chunk} "

@@ -159,7 +159,7 @@ def unify(expected: Ty, actual: Ty, subst: Subst, where: str) -> str | None:
         return f"expected dtype {expected.dtype}, found {actual.dtype} ({expected} vs {actual})"
     if len(expected.dims) != len(actual.dims):
         return f"expected {len(expected.dims)} dims ({expected}), found {len(actual.dims)} ({actual})"
-    for i, (e, a) in enumerate(zip(expected.dims, actual.dims)):
+    for i, (e, a) in enumerate(zip(expected.dims, actual.dims, strict=False)):
         problem = _unify_dim(subst.resolve(e), subst.resolve(a), subst, where)
         if problem:
             return f"dim {i + 1}: {problem} ({apply(expected, subst)} vs {apply(actual, subst)})"

@@ -62,7 +62,7 @@ class WalkChecker(ExprChecker):
         _assignments(self.walk.body, None, self.assigned)
 
     def run(self) -> None:
-        for arg, ty in zip(self.walk.args, self.info.args):
+        for arg, ty in zip(self.walk.args, self.info.args, strict=False):
             self.scope.names[arg.name] = Binding(ty, arg.span, "input")
         self._block(self.walk.body)
         self._check_result()

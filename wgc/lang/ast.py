@@ -7,7 +7,6 @@ only in layout compare equal: `parse(fmt(p)) == parse(p)` is a plain `==`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from wgc.lang.span import Span
 
@@ -34,7 +33,7 @@ class TypeRef(Node):
     """
 
     name: str
-    args: tuple[Union[DimInt, TypeRef], ...] = ()
+    args: tuple[DimInt | TypeRef, ...] = ()
     dtype: str | None = None
     bracketed: bool = False
 
@@ -119,8 +118,8 @@ class Binary(Node):
     right: Expr
 
 
-Literal = Union[IntLit, FloatLit, SizeLit, StrLit, BoolLit]
-Expr = Union[Name, IntLit, FloatLit, SizeLit, StrLit, BoolLit, Attribute, Index, Call, Recv, Unary, Binary]
+Literal = IntLit | FloatLit | SizeLit | StrLit | BoolLit
+Expr = Name | IntLit | FloatLit | SizeLit | StrLit | BoolLit | Attribute | Index | Call | Recv | Unary | Binary
 
 
 # ---- statements -------------------------------------------------------------
@@ -214,7 +213,7 @@ class Parallel(Node):
     branches: tuple[Branch, ...]
 
 
-Stmt = Union[Assign, Send, Emit, Fork, Return, ExprStmt, Loop, Parallel]
+Stmt = Assign | Send | Emit | Fork | Return | ExprStmt | Loop | Parallel
 
 
 # ---- declarations -----------------------------------------------------------
@@ -374,7 +373,7 @@ class Flow(Node):
     items: tuple[Chain | Each, ...]
 
 
-Decl = Union[Model, Import, Param, Component, Stream, Walk, Flow]
+Decl = Model | Import | Param | Component | Stream | Walk | Flow
 
 
 @dataclass(frozen=True)
