@@ -1,0 +1,82 @@
+"""Pass `liveness`: FREE every value on a rank right after its last use there.
+
+A value read inside a loop but defined outside it stays alive until the loop
+ends (later iterations read it again); loop-carried and yielded values stay
+alive through their loop. Values still needed at the end of the walk (its
+result) are never freed by the walk.
+"""
+
+from __future__ import annotations
+
+from wgc.lower.ir import expr_uses
+from wgc.plan.model import Emit, EndLoop, Eval, Free, Instr, KvSend, Loop, Next, Pop, Push, Recv, Run, Send
+
+
+def _reads(ins: Instr) -> list[str]:
+    if isinstance(ins, Run):
+        return [n for lane in ins.args for a in lane for n in expr_uses(a)]
+    if isinstance(ins, Eval):
+        return expr_uses(ins.expr)
+    if isinstance(ins, (Send, Push, Emit)):
+        return [ins.value]
+    if isinstance(ins, Loop):
+        return [n for c in ins.carries if c.init is not None for n in expr_uses(c.init)] + expr_uses(ins.bound)
+    if isinstance(ins, EndLoop):
+        return ([ins.stop] if ins.stop else []) + [y.name for y in ins.yields]
+    if isinstance(ins, Next) and ins.result:
+        return [ins.result]
+    return []
+
+
+def _writes(ins: Instr) -> list[str]:
+    if isinstance(ins, Run):
+        return [o for o in ins.outputs if o]
+    if isinstance(ins, (Eval, Pop)):
+        return [ins.output]
+    if isinstance(ins, Recv):
+        return [ins.value]
+    if isinstance(ins, Loop):
+        return [c.name for c in ins.carries] + ([ins.index] if ins.index else [])
+    if isinstance(ins, EndLoop):
+        return [y.exposed for y in ins.yields]
+    return []
+
+
+def _loop_spans(instrs: list[Instr]) -> list[tuple[int, int]]:
+    spans, stack = [], []
+    for i, ins in enumerate(instrs):
+        if isinstance(ins, Loop):
+            stack.append(i)
+        elif isinstance(ins, EndLoop) and stack:
+            spans.append((stack.pop(), i))
+    return spans
+
+
+def insert_frees(instrs: list[Instr], keep: set[str], inputs: list[str]) -> list[Instr]:
+    """Return `instrs` with FREE instructions after each value's last use."""
+    defined_at: dict[str, int] = {name: -1 for name in inputs}
+    last_use: dict[str, int] = {}
+    for i, ins in enumerate(instrs):
+        for name in _writes(ins):
+            defined_at.setdefault(name, i)
+        for name in _reads(ins):
+            last_use[name] = i
+    loops = _loop_spans(instrs)
+    carried = {name for ins in instrs if isinstance(ins, Loop) for name in _writes(ins)}
+    for name in list(last_use):
+        for start, end in loops:
+            d = defined_at.get(name, -1)
+            used_inside = start < last_use[name] <= end
+            if used_inside and (d < start or name in carried):
+                last_use[name] = max(last_use[name], end)
+    frees: dict[int, list[str]] = {}
+    for name, at in last_use.items():
+        if name in keep or name not in defined_at or name.startswith("kv:"):
+            continue
+        frees.setdefault(at, []).append(name)
+    out: list[Instr] = []
+    for i, ins in enumerate(instrs):
+        out.append(ins)
+        if i in frees and not isinstance(ins, KvSend):
+            out.append(Free(sorted(frees[i]), ins.src))
+    return out
