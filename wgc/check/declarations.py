@@ -194,8 +194,9 @@ def _check_attribute(ctx: Context, c: ast.Component, a: ast.Attr) -> None:
         ctx.error("E036", f"attribute `{a.name}` takes a {meaning}", a.value.span)
     elif a.name == "dtype" and a.value.id not in {"bf16", "f16", "f32", "f64", "fp8", "i8"}:
         ctx.error("E036", f"unknown weight dtype `{a.value.id}`", a.value.span, ("dtypes: bf16, f16, f32, f64, fp8, i8",))
-    elif isinstance(a.value, (ast.IntLit, ast.SizeLit)) and a.value.value <= 0:
-        ctx.error("E036", f"attribute `{a.name}` must be positive", a.value.span)
+    elif isinstance(a.value, (ast.IntLit, ast.SizeLit)) and a.value.value < (0 if a.name == "weights" else 1):
+        need = "zero or more" if a.name == "weights" else "positive"
+        ctx.error("E036", f"attribute `{a.name}` must be {need}", a.value.span)
 
 
 def _check_stream(ctx: Context, s: ast.Stream) -> None:

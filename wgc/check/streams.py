@@ -48,10 +48,15 @@ def check_endpoints(ctx: Context) -> None:
         s = info.decl
         if not info.producers:
             ctx.error("E020", f"nothing sends to stream `{s.name}`", s.span, (f"add `send VALUE -> {s.name}` in a walk",))
-        consumers = [w.span for w in info.consumer_walks] + info.recvs
-        if not consumers:
+        walks = [w.span for w in info.consumer_walks]
+        if not walks and not info.recvs:
             ctx.error("E021", f"nothing reads stream `{s.name}`", s.span,
                       (f"fire a walk per chunk: `walk NAME(chunk: {info.chunk}) on {s.name}`, or `recv {s.name}` in a loop",))
-        elif len(consumers) > 1:
-            ctx.error("E040", f"stream `{s.name}` has {len(consumers)} consumers; a stream has exactly one",
-                      consumers[1], notes=(Note("first consumer", consumers[0]),))
+        elif len(walks) > 1:
+            ctx.error("E040", f"stream `{s.name}` fires {len(walks)} walks; a stream fires at most one",
+                      walks[1], notes=(Note("first consumer walk", walks[0]),))
+        elif walks and info.recvs:
+            # Several `recv` sites may share a stream (one reader reading in several walks), but a
+            # stream that fires a walk per chunk has no chunks left for anyone else.
+            ctx.error("E040", f"stream `{s.name}` fires a walk per chunk and is also read with `recv`",
+                      info.recvs[0], notes=(Note("consumer walk", walks[0]),))
