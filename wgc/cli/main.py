@@ -6,7 +6,9 @@ import click
 
 from wgc import __version__
 from wgc.cli.check_cmd import check
+from wgc.cli.compile_cmd import compile
 from wgc.cli.fmt_cmd import fmt
+from wgc.cli.inspect_cmd import inspect
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,6 +19,8 @@ def cli() -> None:
 
 cli.add_command(check)
 cli.add_command(fmt)
+cli.add_command(compile)
+cli.add_command(inspect)
 
 
 def main() -> None:

@@ -57,6 +57,7 @@ CODES: dict[str, Code] = {
     "E039": Code("unknown-part-kind", "an each-arm kind other than text, image, audio, video or `_`"),
     "E040": Code("bad-stream-consumer", "a stream consumed twice, or a consumer walk whose input is not the chunk type"),
     "E041": Code("recv-outside-loop", "`recv` outside a loop: a stream is read one chunk per loop iteration"),
+    "E042": Code("schedule-verification", "the lowered per-rank schedules fail simulation (deadlock, unmatched transfer, use after free)"),
     "W001": Code("unused-component", "a component no walk calls"),
     "W002": Code("unused-param", "a param nothing reads"),
     "W003": Code("unused-value", "a value assigned and never read"),

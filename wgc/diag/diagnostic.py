@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wgc.diag.codes import CODES
 from wgc.lang.span import Span
 
 
@@ -35,7 +34,10 @@ class Diagnostic:
     @property
     def title(self) -> str:
         """The stable slug of the code (`unknown-name`), for tools and docs."""
-        return CODES[self.code].slug
+        from wgc.diag.catalog import all_codes
+
+        code = all_codes().get(self.code)
+        return code.slug if code else "unknown"
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -69,6 +69,10 @@ def insert_frees(instrs: list[Instr], keep: set[str], inputs: list[str]) -> list
             used_inside = start < last_use[name] <= end
             if used_inside and (d < start or name in carried):
                 last_use[name] = max(last_use[name], end)
+    ends = {start: end for start, end in loops}
+    for name, at in last_use.items():
+        if at in ends:  # read by a LOOP head (a carry's initial value): free once the loop is over
+            last_use[name] = ends[at]
     frees: dict[int, list[str]] = {}
     for name, at in last_use.items():
         if name in keep or name not in defined_at or name.startswith("kv:"):

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import bisect
 import re
-import tomllib
 from dataclasses import dataclass
 
 from wgc.lang.span import Span
+from wgc.placement.toml_compat import TOMLDecodeError, loads
 
 KeyPath = tuple[str | int, ...]
 
@@ -160,7 +160,7 @@ class _Scanner:
         if self.peek() in ('"', "'"):
             self.string()
             raw = self.s[start : self.i]
-            name = tomllib.loads(f"k = {raw}")["k"]
+            name = loads(f"k = {raw}")["k"]
             return name, start, self.i
         m = _BARE_KEY.match(self.s, self.i)
         if m is None:
@@ -242,6 +242,6 @@ def locate(text: str, file: str) -> dict[KeyPath, Located]:
     scanner = _Scanner(text, file)
     try:
         scanner.document()
-    except (_Stuck, RecursionError, tomllib.TOMLDecodeError):
+    except (_Stuck, RecursionError, TOMLDecodeError):
         pass  # keep what was found: the lookup falls back to enclosing keys
     return scanner.found

@@ -1,0 +1,43 @@
+"""Placement files: where each component of a `.walk` program runs, and whether it fits.
+
+    placement, diagnostics = load_placement(Path("placements/3xh100.toml"), program)
+    table = estimate_memory(placement, program)   # per-rank memory, as `wgc inspect` shows it
+
+The life of a placement file: document (tomllib values + `locate` positions) → extends (bases
+merged) → build (schema tables in `keys.py`, checked against the program's facts) → fit
+(memory table, arithmetic per rank). Codes P001.. are in `codes.py`.
+"""
+
+from wgc.placement.codes import PLACEMENT_CODES
+from wgc.placement.load import load_placement
+from wgc.placement.memory import KvCapacity, MemoryLine, MemoryTable, RankMemory, estimate_memory
+from wgc.placement.schema import (
+    Cluster,
+    ComponentPlacement,
+    Engine,
+    Host,
+    Pin,
+    Placement,
+    StreamSettings,
+    Transport,
+    WalkPlacement,
+)
+
+__all__ = [
+    "PLACEMENT_CODES",
+    "Cluster",
+    "ComponentPlacement",
+    "Engine",
+    "Host",
+    "KvCapacity",
+    "MemoryLine",
+    "MemoryTable",
+    "Pin",
+    "Placement",
+    "RankMemory",
+    "StreamSettings",
+    "Transport",
+    "WalkPlacement",
+    "estimate_memory",
+    "load_placement",
+]

@@ -1,0 +1,174 @@
+"""What placement needs to know about a parsed program: components and their memory attributes,
+which components each walk calls (and inside which `parallel` branches), and the streams.
+
+Works on any parsed program, checked or not: a malformed attribute simply reads as absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from wgc.lang import ast
+from wgc.lang.span import Span
+from wgc.placement.units import DEFAULT_DTYPE, DTYPE_BYTES
+
+# Chunk policy → its argument names in positional order, and items one chunk holds.
+POLICY_ARGS: dict[str, tuple[str, ...]] = {
+    "fixed": ("size",),
+    "sliding": ("window", "stride"),
+    "left_context": ("left", "chunk"),
+}
+CHUNK_ITEMS = {
+    "fixed": lambda a: a["size"],
+    "sliding": lambda a: a["window"],
+    "left_context": lambda a: a["left"] + a["chunk"],
+}
+
+
+@dataclass(frozen=True)
+class ComponentFacts:
+    name: str
+    engine: str
+    span: Span
+    params: int | None  # `weights = 7.2B`
+    dtype: str  # `dtype = bf16`, else bf16
+    ints: dict[str, int]  # kv_layers, kv_heads, head_dim, max_seq_len, hidden — where declared
+    labels: tuple[str, ...]
+    attr_spans: dict[str, Span]
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES.get(self.dtype, DTYPE_BYTES[DEFAULT_DTYPE])
+
+
+@dataclass(frozen=True)
+class CallSite:
+    component: str
+    branches: tuple[str, ...]  # enclosing `parallel` branch names, outermost first
+
+
+@dataclass(frozen=True)
+class WalkFacts:
+    name: str
+    span: Span
+    calls: tuple[CallSite, ...]
+
+    @property
+    def components(self) -> frozenset[str]:
+        return frozenset(c.component for c in self.calls)
+
+    def branch_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(b for c in self.calls for b in c.branches))
+
+    def in_branch(self, branch: str) -> frozenset[str]:
+        return frozenset(c.component for c in self.calls if branch in c.branches)
+
+
+@dataclass(frozen=True)
+class StreamFacts:
+    name: str
+    producer: str
+    consumer: str
+    item: ast.TypeRef
+    chunk_items: int | None  # items one chunk holds (None: a policy the checker rejects)
+    capacity: int | None  # `capacity N` in the program
+    span: Span
+
+
+@dataclass(frozen=True)
+class ProgramFacts:
+    model: str | None
+    components: dict[str, ComponentFacts]
+    walks: dict[str, WalkFacts]
+    streams: dict[str, StreamFacts]
+    branches_declared: dict[str, tuple[str, ...]]  # walk → every branch name in it, even empty ones
+
+
+def program_facts(program: ast.Program) -> ProgramFacts:
+    models = program.of(ast.Model)
+    components = {c.name: _component(c) for c in reversed(program.of(ast.Component))}
+    components = dict(reversed(components.items()))  # the first declaration wins, program order
+    labels = {lab: name for name, c in components.items() for lab in c.labels}
+    walks: dict[str, WalkFacts] = {}
+    branches: dict[str, tuple[str, ...]] = {}
+    for w in program.of(ast.Walk):
+        if w.name not in walks:
+            calls = tuple(_calls(w.body, (), set(components), labels))
+            walks[w.name] = WalkFacts(w.name, w.span, calls)
+            branches[w.name] = tuple(dict.fromkeys(_branch_names(w.body)))
+    streams = {s.name: _stream(s) for s in reversed(program.of(ast.Stream))}
+    return ProgramFacts(models[0].name if models else None, components, walks, dict(reversed(streams.items())), branches)
+
+
+def _component(c: ast.Component) -> ComponentFacts:
+    ints: dict[str, int] = {}
+    params, dtype, spans = None, DEFAULT_DTYPE, {}
+    for a in c.attrs():
+        spans[a.name] = a.span
+        v = a.value
+        if a.name == "weights" and isinstance(v, (ast.SizeLit, ast.IntLit)):
+            params = v.value
+        elif a.name == "dtype" and isinstance(v, (ast.Name, ast.StrLit)):
+            dtype = v.id if isinstance(v, ast.Name) else v.value
+        elif isinstance(v, ast.IntLit):
+            ints[a.name] = v.value
+    return ComponentFacts(c.name, c.engine, c.span, params, dtype, ints, c.labels(), spans)
+
+
+def _calls(body: tuple[ast.Stmt, ...], inside: tuple[str, ...], comps: set[str], labels: dict[str, str]) -> Iterator[CallSite]:
+    for stmt in body:
+        if isinstance(stmt, ast.Parallel):
+            for br in stmt.branches:
+                yield from _calls(br.body, (*inside, br.name), comps, labels)
+        elif isinstance(stmt, ast.Loop):
+            for e in (stmt.bound, stmt.until, *(c.init for c in stmt.carries)):
+                yield from (CallSite(n, inside) for n in _expr_calls(e, comps))
+            yield from _calls(stmt.body, inside, comps, labels)
+        elif isinstance(stmt, ast.Fork):
+            owner = labels.get(stmt.source) or labels.get(stmt.target)
+            if owner:
+                yield CallSite(owner, inside)
+        else:
+            value = stmt.call if isinstance(stmt, ast.ExprStmt) else getattr(stmt, "value", None)
+            yield from (CallSite(n, inside) for n in _expr_calls(value, comps))
+
+
+def _expr_calls(e: ast.Expr | None, comps: set[str]) -> Iterator[str]:
+    if isinstance(e, ast.Call):
+        f = e.func
+        if isinstance(f, ast.Attribute) and isinstance(f.base, ast.Name) and f.base.id in comps:
+            yield f.base.id
+        else:
+            yield from _expr_calls(f, comps)
+        for a in (*e.args, *(k.value for k in e.kwargs)):
+            yield from _expr_calls(a, comps)
+    elif isinstance(e, (ast.Attribute, ast.Index)):
+        yield from _expr_calls(e.base, comps)
+        if isinstance(e, ast.Index):
+            yield from _expr_calls(e.index, comps)
+    elif isinstance(e, ast.Unary):
+        yield from _expr_calls(e.operand, comps)
+    elif isinstance(e, ast.Binary):
+        yield from _expr_calls(e.left, comps)
+        yield from _expr_calls(e.right, comps)
+
+
+def _branch_names(body: tuple[ast.Stmt, ...]) -> Iterator[str]:
+    for stmt in body:
+        if isinstance(stmt, ast.Parallel):
+            for br in stmt.branches:
+                yield br.name
+                yield from _branch_names(br.body)
+        elif isinstance(stmt, ast.Loop):
+            yield from _branch_names(stmt.body)
+
+
+def _stream(s: ast.Stream) -> StreamFacts:
+    names = POLICY_ARGS.get(s.policy.name)
+    chunk = None
+    if names is not None and len(s.policy.args) == len(names):
+        values = {(a.name or names[i]): a.value for i, a in enumerate(s.policy.args)}
+        if set(values) == set(names):
+            chunk = CHUNK_ITEMS[s.policy.name](values)
+    return StreamFacts(s.name, s.producer, s.consumer, s.type, chunk, s.capacity, s.span)

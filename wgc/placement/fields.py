@@ -1,0 +1,149 @@
+"""Readers for placement values: each checks one TOML node and returns a Python value or None.
+
+A reader never raises: on a bad value it records a diagnostic at the value's span and returns
+None, so one run reports every problem. The schema (`keys.py`) is a table of these readers.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from wgc.diag.diagnostic import Diagnostic, Note
+from wgc.lang.span import Span
+from wgc.placement.document import Node
+from wgc.placement.units import parse_size
+
+
+@dataclass
+class Ctx:
+    """What readers share: the diagnostics so far and the cluster's rank count (once known)."""
+
+    diags: list[Diagnostic] = field(default_factory=list)
+    rank_count: int | None = None
+
+    def error(self, code: str, message: str, span: Span, help: Iterable[str] = (), notes: Iterable[Note] = ()) -> None:
+        self.diags.append(Diagnostic(code, message, span, tuple(help), tuple(notes)))
+
+
+Reader = Callable[[Node, Ctx], object]
+
+
+def suggest(name: str, candidates: Iterable[str]) -> tuple[str, ...]:
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
+    return (f"did you mean `{close[0]}`?",) if close else ()
+
+
+def kind_of(value: object) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", dict: "a table", tuple: "an array"}
+    return names.get(type(value), "a date or time")
+
+
+def _wrong(node: Node, ctx: Ctx, want: str) -> None:
+    ctx.error("P003", f"expected {want}, found {kind_of(node.value)}", node.span)
+
+
+def string(node: Node, ctx: Ctx) -> str | None:
+    if isinstance(node.value, str):
+        return node.value
+    return _wrong(node, ctx, "a string")
+
+
+def choice(options: Mapping[str, object] | tuple[str, ...], what: str) -> Reader:
+    def read(node: Node, ctx: Ctx) -> str | None:
+        value = string(node, ctx)
+        if value is None or value in options:
+            return value
+        listed = ", ".join(f'"{o}"' for o in options)
+        ctx.error("P003", f'unknown {what} "{value}" (one of {listed})', node.span, suggest(value, options))
+        return None
+
+    return read
+
+
+def integer(lo: int = 0, hi: int | None = None) -> Reader:
+    def read(node: Node, ctx: Ctx) -> int | None:
+        if type(node.value) is not int:
+            return _wrong(node, ctx, "an integer")
+        if node.value < lo or (hi is not None and node.value > hi):
+            bound = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
+            ctx.error("P003", f"{node.value} is out of range: expected an integer {bound}", node.span)
+            return None
+        return node.value
+
+    return read
+
+
+def number(node: Node, ctx: Ctx) -> float | None:
+    if type(node.value) in (int, float):
+        return float(node.value)  # type: ignore[arg-type]
+    return _wrong(node, ctx, "a number")
+
+
+def size(node: Node, ctx: Ctx) -> int | None:
+    """`"80GiB"`, `"512 MB"`, or a plain integer count of bytes."""
+    if type(node.value) is int and node.value > 0:
+        return node.value
+    if not isinstance(node.value, str):
+        return _wrong(node, ctx, 'a size such as "80GiB"')
+    value, reason = parse_size(node.value)
+    if value is None or value <= 0:
+        ctx.error("P003", reason or "a size must be more than zero", node.span)
+        return None
+    return value
+
+
+def int_list(lo: int = 1) -> Reader:
+    element = integer(lo)
+
+    def read(node: Node, ctx: Ctx) -> tuple[int, ...] | None:
+        if not node.is_array:
+            return _wrong(node, ctx, "an array of integers")
+        values = [element(n, ctx) for n in node.value]  # type: ignore[union-attr]
+        return None if any(v is None for v in values) else tuple(values)  # type: ignore[arg-type]
+
+    return read
+
+
+_RANGE = re.compile(r"\s*([0-9]+)\s*-\s*([0-9]+)\s*")
+
+
+def rank_set(node: Node, ctx: Ctx) -> tuple[int, ...] | None:
+    """A rank (`1`), a list (`[0, 2]`) or an inclusive range (`"0-7"`); checked against the cluster."""
+    value = node.value
+    if type(value) is int:
+        ranks = [(value, node)]
+    elif node.is_array:
+        ranks = [(n.value, n) for n in value]  # type: ignore[union-attr]
+    elif isinstance(value, str) and (m := _RANGE.fullmatch(value)):
+        lo, hi = int(m.group(1)), int(m.group(2))
+        if hi < lo:
+            ctx.error("P003", f'empty rank range "{value}": the first rank is above the last', node.span)
+            return None
+        ranks = [(r, node) for r in range(lo, hi + 1)]
+    else:
+        return _wrong(node, ctx, 'a rank, a list of ranks or a range such as "0-7"')
+    if not ranks:
+        ctx.error("P003", "a rank list needs at least one rank", node.span)
+        return None
+    return _checked_ranks(ranks, ctx)
+
+
+def _checked_ranks(ranks: list[tuple[object, Node]], ctx: Ctx) -> tuple[int, ...] | None:
+    ok, seen = True, set()
+    for rank, at in ranks:
+        if type(rank) is not int or rank < 0:
+            ctx.error("P003", f"a rank is an integer from 0, found {rank!r}", at.span)
+            ok = False
+        elif rank in seen:
+            ctx.error("P003", f"rank {rank} is listed twice", at.span)
+            ok = False
+        elif ctx.rank_count is not None and rank >= ctx.rank_count:
+            last = ctx.rank_count - 1
+            ctx.error("P012", f"rank {rank} is out of range: the cluster has ranks 0..{last}", at.span,
+                      (f"cluster.ranks is {ctx.rank_count}",))
+            ok = False
+        seen.add(rank)
+    return tuple(r for r, _ in ranks) if ok else None  # type: ignore[misc]

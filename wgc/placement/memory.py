@@ -1,0 +1,178 @@
+"""Per-rank memory estimate: weights, KV pools, CUDA-graph pools, stream buffers, runtime reserve.
+
+Each line keeps the arithmetic that produced it, so a rank that does not fit can print why, and
+`wgc inspect` can show the same table. The graph-pool and reserve constants are estimates
+(documented in docs/placement.md); everything else follows from the program and the placement.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from wgc.lang import ast
+from wgc.placement.facts import ComponentFacts, ProgramFacts, StreamFacts, program_facts
+from wgc.placement.items import item_bytes
+from wgc.placement.schema import ComponentPlacement, Placement
+from wgc.placement.tables import DEFAULT_STREAM_CAPACITY
+from wgc.placement.units import fmt_bytes, fmt_count
+
+# CUDA-graph pool per captured bucket b: a fixed cost (graph, workspaces) plus the bucket's live
+# activations, b × hidden × dtype bytes × GRAPH_ACTIVATION_FACTOR (qkv, attention output and the
+# MLP's widened intermediate alive at once). Without `hidden`, only the fixed cost is counted.
+GRAPH_FIXED_BYTES = 16 * 2**20
+GRAPH_ACTIVATION_FACTOR = 16
+# Per rank: CUDA context, communicator buffers and allocator slack the runtime holds.
+RUNTIME_RESERVE: dict[str, int] = {"cuda": 2**30, "cpu": 0}
+
+
+@dataclass(frozen=True)
+class MemoryLine:
+    kind: str  # "weights" | "kv pool" | "cuda graphs" | "stream" | "reserve"
+    owner: str  # the component or stream ("" for the reserve)
+    bytes: int
+    formula: str  # the arithmetic, as printed
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    component: str
+    rank: int
+    tokens: int | None  # None: the component does not declare its KV shape
+    max_seq_len: int | None
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    rank: int
+    budget: int | None  # None: unbounded (a CPU rank without cluster.memory)
+    budget_source: str
+    lines: tuple[MemoryLine, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(line.bytes for line in self.lines)
+
+    @property
+    def fits(self) -> bool:
+        return self.budget is None or self.total <= self.budget
+
+    def render(self) -> list[str]:
+        budget = "unbounded" if self.budget is None else f"{fmt_bytes(self.budget)} ({self.budget_source})"
+        out = [f"rank {self.rank}: {budget}"]
+        width = max((len(line.formula) for line in self.lines), default=0)
+        for line in self.lines:
+            out.append(f"  {line.kind:<11} {line.owner:<10} {line.formula:<{width}}  = {fmt_bytes(line.bytes):>11}")
+        verdict = "" if self.budget is None else (" fits" if self.fits else f" > {fmt_bytes(self.budget)}")
+        out.append(f"  {'total':<11} {'':<10} {'':<{width}}  = {fmt_bytes(self.total):>11}{verdict}")
+        return out
+
+
+@dataclass(frozen=True)
+class MemoryTable:
+    ranks: tuple[RankMemory, ...]
+    kv: tuple[KvCapacity, ...]
+    unsized: tuple[tuple[str, str], ...]  # (stream, why its item size is unknown)
+
+    def render(self) -> str:
+        return "\n".join(line for r in self.ranks for line in r.render())
+
+
+def estimate_memory(placement: Placement, program: ast.Program) -> MemoryTable:
+    """The per-rank memory table of a loaded placement (what `wgc inspect` shows)."""
+    return estimate(placement, program_facts(program))
+
+
+def estimate(placement: Placement, facts: ProgramFacts) -> MemoryTable:
+    cluster = placement.cluster
+    kv: list[KvCapacity] = []
+    unsized: dict[str, str] = {}
+    ranks = []
+    for rank in range(cluster.ranks):
+        lines: list[MemoryLine] = []
+        for comp in placement.on_rank(rank):
+            f = facts.components[comp.name]
+            lines.append(_weights(comp, f))
+            if comp.engine_kind == "kv":
+                line, capacity = _kv_pool(comp, f, rank, cluster.memory)
+                lines.append(line)
+                kv.append(capacity)
+            if cluster.device == "cuda" and comp.engine.cuda_graph_buckets:
+                lines.append(_graphs(comp, f))
+        for stream in facts.streams.values():
+            consumer = placement.component(stream.consumer)
+            if consumer is not None and rank in consumer.ranks:
+                line, why = _stream(stream, placement, facts, consumer)
+                lines.append(line)
+                if why:
+                    unsized[stream.name] = why
+        reserve = RUNTIME_RESERVE[cluster.device]
+        if reserve:
+            lines.append(MemoryLine("reserve", "", reserve, "CUDA context, communicators, allocator slack"))
+        ranks.append(RankMemory(rank, cluster.memory, cluster.memory_source, tuple(lines)))
+    return MemoryTable(tuple(ranks), tuple(kv), tuple(unsized.items()))
+
+
+def _weights(comp: ComponentPlacement, f: ComponentFacts) -> MemoryLine:
+    if f.params is None:
+        return MemoryLine("weights", comp.name, 0, "weights not declared (counted as 0)")
+    tp = f" / tp {comp.tp}" if comp.tp > 1 else ""
+    formula = f"{fmt_count(f.params)} params × {f.dtype_bytes} B ({f.dtype}){tp}"
+    return MemoryLine("weights", comp.name, f.params * f.dtype_bytes // comp.tp, formula)
+
+
+def _kv_pool(comp: ComponentPlacement, f: ComponentFacts, rank: int, memory: int | None) -> tuple[MemoryLine, KvCapacity]:
+    e = comp.engine
+    if e.kv_memory is not None:
+        pool, formula = e.kv_memory, "kv_memory"
+    elif e.kv_memory_fraction is not None and memory is not None:
+        pool, formula = int(e.kv_memory_fraction * memory), f"{e.kv_memory_fraction:g} × {fmt_bytes(memory)}"
+    else:
+        pool, formula = 0, "no KV pool size"
+    shape = [f.ints.get(k) for k in ("kv_layers", "kv_heads", "head_dim")]
+    tokens = None
+    if all(shape) and pool:
+        layers, heads, head_dim = shape  # type: ignore[misc]
+        per_token = 2 * layers * math.ceil(heads / comp.tp) * head_dim * f.dtype_bytes
+        tokens = pool // (e.page_size * per_token) * e.page_size
+        formula += f" → {tokens:,} tokens at {fmt_bytes(per_token)}/token"
+    return MemoryLine("kv pool", comp.name, pool, formula), KvCapacity(comp.name, rank, tokens, f.ints.get("max_seq_len"))
+
+
+def _graphs(comp: ComponentPlacement, f: ComponentFacts) -> MemoryLine:
+    buckets = comp.engine.cuda_graph_buckets
+    hidden = f.ints.get("hidden")
+    fixed = len(buckets) * GRAPH_FIXED_BYTES
+    formula = f"{len(buckets)} × {fmt_bytes(GRAPH_FIXED_BYTES)}"
+    total = fixed
+    if hidden:
+        act = sum(buckets) * hidden * f.dtype_bytes * GRAPH_ACTIVATION_FACTOR // comp.tp
+        tp = f" / tp {comp.tp}" if comp.tp > 1 else ""
+        formula += f" + {sum(buckets)} × {hidden} × {f.dtype_bytes} B × {GRAPH_ACTIVATION_FACTOR}{tp}"
+        total += act
+    return MemoryLine("cuda graphs", comp.name, total, formula + f" (buckets {', '.join(map(str, buckets))})")
+
+
+def stream_capacity(stream: StreamFacts, placement: Placement) -> int:
+    settings = placement.stream(stream.name)
+    if settings is not None and settings.capacity is not None:
+        return settings.capacity
+    if stream.capacity is not None:
+        return stream.capacity
+    return max(DEFAULT_STREAM_CAPACITY, 2 * (stream.chunk_items or 1))
+
+
+def _stream(stream: StreamFacts, placement: Placement, facts: ProgramFacts, consumer: ComponentPlacement) -> tuple[MemoryLine, str]:
+    settings = placement.stream(stream.name)
+    capacity = stream_capacity(stream, placement)
+    if settings is not None and settings.item_bytes is not None:
+        size, how, why = settings.item_bytes, f"{settings.item_bytes} B", ""
+    else:
+        dims = dict(settings.dims) if settings else {}
+        size, how = item_bytes(stream, dims, facts.components.get(stream.producer))
+        why = "" if size is not None else how
+    requests = consumer.engine.max_batch
+    if size is None:
+        return MemoryLine("stream", stream.name, 0, f"item size unknown: {why} (counted as 0)"), why
+    formula = f"{capacity} items × {how} × {requests} requests"
+    return MemoryLine("stream", stream.name, capacity * size * requests, formula), ""

@@ -1,0 +1,122 @@
+"""A placement after loading and checking: frozen dataclasses, every program component placed.
+
+Spans (`compare=False`) point back into the TOML file (or its base) so later passes can report
+placement problems at the line that caused them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wgc.lang.span import Span
+
+Ranks = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    address: str
+    ranks: Ranks
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    device: str  # "cpu" | "cuda"
+    ranks: int
+    gpu: str | None  # GPU model, cuda only
+    memory: int | None  # bytes per rank; None: an unbounded CPU rank (no fit check)
+    memory_source: str  # "H100" (the GPU table), "cluster.memory" or "unbounded"
+    hosts: tuple[Host, ...]  # one host "localhost" with every rank unless given
+    memory_span: Span = field(compare=False, repr=False)  # where the budget comes from
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Engine settings of one component (its own table over `[defaults.engine]`)."""
+
+    kv_memory_fraction: float | None = None  # of the rank's memory (kv components)
+    kv_memory: int | None = None  # absolute KV pool bytes (kv components)
+    page_size: int = 16  # tokens per KV page (kv components)
+    cuda_graph_buckets: tuple[int, ...] = ()  # batch sizes captured as CUDA graphs (cuda)
+    max_batch: int = 16  # most requests batched in one call
+
+
+@dataclass(frozen=True)
+class ComponentPlacement:
+    name: str
+    engine_kind: str  # "kv" | "stateless", from the program
+    ranks: Ranks  # every rank holding the component (a full copy, or a TP shard)
+    tp: int  # tensor-parallel degree: one copy per `tp` consecutive ranks of `ranks`
+    routing: str | None  # how requests choose among copies, when there are several
+    engine: Engine
+    span: Span = field(compare=False, repr=False)  # where it is placed (its table or the default)
+
+    @property
+    def copies(self) -> tuple[Ranks, ...]:
+        return tuple(self.ranks[i : i + self.tp] for i in range(0, len(self.ranks), self.tp))
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A component (in one walk) or a branch pinned to ranks: whole copies of what it calls."""
+
+    target: str
+    ranks: Ranks
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class WalkPlacement:
+    name: str
+    components: tuple[Pin, ...]
+    branches: tuple[Pin, ...]
+    span: Span = field(compare=False, repr=False)
+
+    def component_pin(self, name: str) -> Pin | None:
+        return next((p for p in self.components if p.target == name), None)
+
+    def branch_pin(self, name: str) -> Pin | None:
+        return next((p for p in self.branches if p.target == name), None)
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    name: str
+    capacity: int | None  # items buffered per request; None: the program's, else the default
+    item_bytes: int | None  # overrides the size computed from the item type
+    dims: tuple[tuple[str, int], ...]  # values of the item type's symbolic dims
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Transport:
+    intra_host: str  # "shm" | "cuda_ipc" | "zmq"
+    inter_host: str  # "nccl" | "gloo" | "zmq"
+    bind: str
+    port: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    file: str
+    sources: tuple[str, ...]  # every file read, bases first
+    model: str | None
+    cluster: Cluster
+    components: tuple[ComponentPlacement, ...]  # one per program component, in program order
+    walks: tuple[WalkPlacement, ...]
+    streams: tuple[StreamSettings, ...]
+    transport: Transport
+
+    def component(self, name: str) -> ComponentPlacement | None:
+        return next((c for c in self.components if c.name == name), None)
+
+    def walk(self, name: str) -> WalkPlacement | None:
+        return next((w for w in self.walks if w.name == name), None)
+
+    def stream(self, name: str) -> StreamSettings | None:
+        return next((s for s in self.streams if s.name == name), None)
+
+    def on_rank(self, rank: int) -> tuple[ComponentPlacement, ...]:
+        return tuple(c for c in self.components if rank in c.ranks)
