@@ -46,6 +46,8 @@ def _engine_settings(engine: Engine) -> dict[str, int | float | str | bool | lis
 
 
 def component_specs(program: ast.Program, placement: Placement) -> list[ComponentSpec]:
+    """Components with their class as an importable path (`wgc.models.orpheus.LanguageModel`)."""
+    modules = {i.alias: ".".join(i.module) for i in program.of(ast.Import)}
     out = []
     for c in program.of(ast.Component):
         entries = [EntrySpec(e.name, [_type_text(a.type) for a in e.args], _type_text(e.returns) if e.returns else None)
@@ -55,7 +57,8 @@ def component_specs(program: ast.Program, placement: Placement) -> list[Componen
         where = placement.component(c.name)
         ranks = list(where.ranks) if where else [0]
         settings = _engine_settings(where.engine) if where else {}
-        out.append(ComponentSpec(c.name, ".".join(c.cls), c.engine, entries, consts, list(c.labels()), attrs, ranks,
+        cls = ".".join((modules.get(c.cls[0], c.cls[0]), *c.cls[1:]))
+        out.append(ComponentSpec(c.name, cls, c.engine, entries, consts, list(c.labels()), attrs, ranks,
                                  where.tp if where else 1, settings))
     return out
 
