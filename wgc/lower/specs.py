@@ -105,7 +105,7 @@ def walk_specs(symbols: Symbols, walks: list[WalkIR]) -> list[WalkSpec]:
     for w in walks:
         info = symbols.walks[w.name]
         out.append(WalkSpec(w.name, [str(t) for t in info.args], str(info.returns) if info.returns else None,
-                            info.decl.on, list(w.ranks), w.end_rank))
+                            info.decl.on, list(w.ranks), w.end_rank, list(w.args)))
     return out
 
 

@@ -287,11 +287,12 @@ class RankSpec(Struct, frozen=True):
 
 class WalkSpec(Struct, frozen=True):
     name: str
-    args: list[str]
+    args: list[str]  # input types
     returns: str | None
     on: str | None
     ranks: list[int]  # ranks with instructions for this walk
     end_rank: int  # where the walk ends and its NEXT runs
+    inputs: list[str] = []  # input names, in order
 
 
 class CaptureSpec(Struct, frozen=True):

@@ -1,0 +1,91 @@
+"""The interface every model component implements; the runtime calls nothing else.
+
+Entry points are methods named after the `.walk` entry. They are batched: one
+call receives every pending invocation of that entry across requests (and
+across the lanes of a fused parallel block) and returns one result per call,
+in order. Per-request state (KV pages per cache label) is the component's to
+keep; the runtime tells it when a label forks, moves between ranks, or when a
+request ends.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from wgc.plan.model import ComponentSpec
+
+
+@dataclass(frozen=True)
+class Call:
+    """One invocation of an entry point: whose, on which cache label, with which arguments."""
+
+    request: int
+    label: str  # "" means the component's default label
+    args: tuple[Any, ...]
+
+
+class Component:
+    """Base class. Subclasses define entry methods `def decode(self, calls: list[Call]) -> list[Any]`."""
+
+    def __init__(self, spec: ComponentSpec, rank: int, device: str) -> None:
+        self.spec = spec
+        self.rank = rank
+        self.device = device
+
+    @classmethod
+    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> Component:
+        """The preset tests and CPU demos run: random weights, seconds on two cores."""
+        return cls(spec, rank, device)
+
+    def call(self, entry: str, calls: list[Call]) -> list[Any]:
+        method = getattr(self, entry, None)
+        if method is None:
+            raise NotImplementedError(f"{type(self).__name__} has no entry point `{entry}`")
+        out = method(calls)
+        if len(out) != len(calls):
+            raise RuntimeError(f"{self.spec.name}.{entry} returned {len(out)} results for {len(calls)} calls")
+        return out
+
+    def default_label(self) -> str:
+        return self.spec.labels[0] if self.spec.labels else "default"
+
+    # ---- per-request state: kv components override these ---------------------------
+
+    def fork(self, request: int, target: str, source: str) -> None:
+        """Make label `target` a snapshot of label `source` for this request."""
+
+    def export_label(self, request: int, label: str) -> Any:
+        """The label's state, to ship to another rank (a plain value or tensors)."""
+        return None
+
+    def import_label(self, request: int, label: str, state: Any) -> None:
+        """Install a label's state shipped from another rank."""
+
+    def checkpoint(self, request: int, label: str) -> Any:
+        """Remember a label's extent before a speculative step (a KV cache: its length)."""
+        return None
+
+    def restore(self, request: int, label: str, checkpoint: Any) -> None:
+        """Undo a speculative step that turned out to be past the loop's stop."""
+
+    def release(self, request: int) -> None:
+        """The request ended or was cancelled: free everything it holds."""
+
+    def counters(self) -> dict[str, int]:
+        """Live resource counts (pages, labels, requests) for health reporting and leak tests."""
+        return {}
+
+
+def load_class(path: str) -> type[Component]:
+    """`package.module.Class` → the class; a clear error naming what is missing."""
+    module_name, _, class_name = path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ImportError(f"component class {path}: cannot import {module_name} ({err})") from err
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Component)):
+        raise ImportError(f"component class {path}: {module_name} has no Component subclass {class_name}")
+    return cls

@@ -1,0 +1,174 @@
+"""The coordinator's logic without I/O: admit requests, start their flows, collect outputs, know when
+each request is complete. Walks hand over to each other on the workers; the coordinator only hears
+about outputs, finished flows and finished streams.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from wgc.runtime.coordinator.request import RequestError, RequestSpec, resolve_params
+from wgc.runtime.exprs import evaluate
+from wgc.runtime.flows.table import FlowError, FlowTable
+from wgc.runtime.messages import (
+    Cancel,
+    CancelAck,
+    Failed,
+    FlowDone,
+    Message,
+    Output,
+    RequestInit,
+    StartWalk,
+    StreamDone,
+)
+from wgc.runtime.worker.flowstep import first_step
+
+from wgc.plan.model import Plan
+from wgc.sim.mock import MockComponent, mock_input
+
+Send = Callable[[int, Message], None]
+
+
+@dataclass
+class Event:
+    """What the API hands to a request's caller: an output, or the end (done / error / cancelled)."""
+
+    request: int
+    kind: str  # "output", "done", "error", "cancelled"
+    output: Output | None = None
+    error: str = ""
+
+
+@dataclass
+class Tracked:
+    init: RequestInit
+    flows: set[str]
+    streams: set[str]
+    failed: bool = False
+    cancel_acks: set[int] = field(default_factory=set)
+
+
+class _ConditionEnv:
+    def __init__(self, plan: Plan, init: RequestInit, fake: bool, part: str | None = None) -> None:
+        self.plan, self.init, self.fake, self.part = plan, init, fake, part
+
+    def value(self, name: str) -> Any:
+        raise KeyError(name)
+
+    def param(self, name: str) -> Any:
+        return self.init.params[name]
+
+    def const(self, component: str, name: str) -> Any:
+        spec = next(c for c in self.plan.components if c.name == component)
+        return MockComponent.from_spec(spec).const(name) if self.fake else spec.consts.get(name)
+
+    def request(self, name: str) -> Any:
+        init = self.init
+        return {"task": init.task, "think": init.think, "inputs": frozenset(init.input_modalities),
+                "outputs": frozenset(init.output_modalities), "parts": [p.kind for p in init.parts]}[name]
+
+    def result(self, walk: str) -> Any:
+        return None
+
+    def part_kind(self) -> str:
+        return self.part or ""
+
+
+class CoordinatorCore:
+    def __init__(self, plan: Plan, send: Send, fake_inputs: bool = False) -> None:
+        self.plan = plan
+        self.send = send
+        self.fake = fake_inputs
+        self.walks = {w.name: w for w in plan.walks}
+        self.tables = {f.name: FlowTable(f, self.walks) for f in plan.flows}
+        self.inputs = {(r.rank, ws.walk): list(ws.inputs) for r in plan.ranks for ws in r.schedules}
+        self.fed_by: dict[str, set[str]] = {}
+        for f in plan.flows:
+            members = {t.target for outs in f.transitions.values() for t in outs}
+            members |= {w for e in f.eaches for a in e.arms for w in a.walks}
+            self.fed_by[f.name] = {i.stream for r in plan.ranks for ws in r.schedules if ws.walk in members
+                                   for i in ws.instructions if type(i).__name__ == "Push"}
+        self.on_walk_streams = {s.name for s in plan.streams if s.consumer_walk}
+        self.live: dict[int, Tracked] = {}
+        self.events: list[Event] = []
+        self._ids = itertools.count(1)
+        self.coordinator_messages = 0  # messages received from workers (tests count round trips)
+
+    def submit(self, spec: RequestSpec) -> int:
+        params = resolve_params(self.plan.params, spec.params)
+        request = next(self._ids)
+        init = RequestInit(request, params, spec.task, list(spec.parts), dict(spec.inputs),
+                           list(spec.input_modalities), list(spec.output_modalities), spec.think)
+        starts = []
+        for name, table in self.tables.items():
+            cond = lambda e, kind, _i=init: evaluate(e, _ConditionEnv(self.plan, _i, self.fake, kind))  # noqa: E731
+            if not table.starts(cond):
+                continue
+            try:
+                step = first_step(table, init, cond, lambda w: list(self.walks[w].inputs), self._missing)
+            except FlowError as err:
+                raise RequestError(str(err)) from None
+            starts.append((name, step))
+        if not starts:
+            raise RequestError("no flow of this model serves the request (check its task and output modalities)")
+        streams = {s for name, _ in starts for s in self.fed_by.get(name, set()) if s in self.on_walk_streams}
+        self.live[request] = Tracked(init, {name for name, _ in starts}, streams)
+        for rank in range(len(self.plan.ranks)):
+            self.send(rank, init)
+        for name, step in starts:
+            if step is None:
+                self.live[request].flows.discard(name)
+                continue
+            for r in self.walks[step.walk].ranks:
+                needed = self.inputs.get((r, step.walk), [])
+                self.send(r, StartWalk(request, step.key, step.walk,
+                                       {a: v for a, v in step.inputs.items() if a in needed}, step.state))
+        self._maybe_done(request)
+        return request
+
+    def _missing(self, name: str) -> Any:
+        if self.fake:
+            return mock_input(name)
+        raise RequestError(f"the request has no input `{name}`")
+
+    def cancel(self, request: int, reason: str = "cancelled") -> None:
+        tracked = self.live.get(request)
+        if tracked is None:
+            return
+        for rank in range(len(self.plan.ranks)):
+            self.send(rank, Cancel(request, reason))
+        self.live.pop(request)
+        self.events.append(Event(request, "cancelled" if reason == "cancelled" else "error", error=reason))
+
+    def on_message(self, msg: Message) -> None:
+        self.coordinator_messages += 1
+        request = getattr(msg, "request", None)
+        tracked = self.live.get(request) if request is not None else None
+        if isinstance(msg, Output) and tracked is not None:
+            self.events.append(Event(request, "output", output=msg))
+        elif isinstance(msg, FlowDone) and tracked is not None:
+            tracked.flows.discard(msg.flow)
+            self._maybe_done(request)
+        elif isinstance(msg, StreamDone) and tracked is not None:
+            tracked.streams.discard(msg.stream)
+            self._maybe_done(request)
+        elif isinstance(msg, Failed) and tracked is not None:
+            self.cancel(request, f"failed: {msg.error}")
+        elif isinstance(msg, CancelAck):
+            pass
+
+    def _maybe_done(self, request: int) -> None:
+        tracked = self.live.get(request)
+        if tracked is not None and not tracked.flows and not tracked.streams:
+            for rank in range(len(self.plan.ranks)):
+                self.send(rank, Cancel(request, "done"))
+            self.live.pop(request)
+            self.events.append(Event(request, "done"))
+
+    def rank_down(self, rank: int, why: str) -> None:
+        """A worker died: every request in flight fails with a clear error."""
+        for request in list(self.live):
+            self.cancel(request, f"rank {rank} is down: {why}")

@@ -1,0 +1,94 @@
+"""Every rank in one thread: the executors, the coordinator core and an in-memory wire between them.
+
+Used by tests (deterministic, fast) and by the benchmarks as the baseline
+without sockets. Every message still goes through the wire codec, so what
+works here is encodable for the real transport.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from wgc.runtime.codec import Codec
+from wgc.runtime.component import Component
+from wgc.runtime.coordinator.core import CoordinatorCore, Event
+from wgc.runtime.coordinator.request import RequestSpec
+from wgc.runtime.fake import FakeComponent
+from wgc.runtime.messages import Message
+from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
+
+from wgc.plan.model import ComponentSpec, Plan
+
+Factory = Callable[[ComponentSpec, int], Component]
+
+
+def fake_factory(spec: ComponentSpec, rank: int) -> Component:
+    return FakeComponent(spec, rank, "cpu")
+
+
+class LocalCluster:
+    def __init__(self, plan: Plan, factory: Factory = fake_factory, fake_inputs: bool = True,
+                 encode: bool = True) -> None:
+        self.plan = plan
+        self.codec = Codec() if encode else None
+        self.wire: deque[tuple[int, Message]] = deque()
+        self.coordinator = CoordinatorCore(plan, self._send, fake_inputs)
+        self.executors: list[Executor] = []
+        for rank in plan.ranks:
+            comps = {c.name: factory(c, rank.rank) for c in plan.components if rank.rank in c.ranks}
+            self.executors.append(Executor(plan, rank.rank, comps, self._send, Options(fake_inputs=fake_inputs)))
+        self.delivered = 0
+
+    def _send(self, destination: int, msg: Message) -> None:
+        if self.codec is not None:
+            msg = self.codec.decode(self.codec.encode(msg))
+        self.wire.append((destination, msg))
+
+    def pump(self, limit: int = 10_000_000) -> None:
+        """Deliver messages and run executors until nothing moves."""
+        for ex in self.executors:
+            ex.run()
+        while self.wire and limit > 0:
+            limit -= 1
+            destination, msg = self.wire.popleft()
+            self.delivered += 1
+            if destination == COORDINATOR:
+                self.coordinator.on_message(msg)
+            else:
+                ex = self.executors[destination]
+                ex.handle(msg)
+                ex.run()
+
+    def submit(self, spec: RequestSpec) -> int:
+        return self.coordinator.submit(spec)
+
+    def run(self, specs: list[RequestSpec]) -> dict[int, dict[str, list[Any]]]:
+        """Submit every request, run to completion, return each request's outputs by modality."""
+        ids = [self.submit(s) for s in specs]
+        self.pump()
+        events = self.take_events()
+        out: dict[int, dict[str, list[Any]]] = {i: {} for i in ids}
+        for e in events:
+            if e.kind == "output" and e.output is not None:
+                out[e.request].setdefault(e.output.modality, []).append(e.output.value)
+            elif e.kind == "error":
+                raise RuntimeError(e.error)
+        finished = {e.request for e in events if e.kind in ("done", "error", "cancelled")}
+        missing = [i for i in ids if i not in finished]
+        if missing:
+            raise RuntimeError(f"requests {missing} did not finish: {self.stuck()}")
+        return out
+
+    def take_events(self) -> list[Event]:
+        events, self.coordinator.events = self.coordinator.events, []
+        return events
+
+    def stuck(self) -> str:
+        parts = []
+        for ex in self.executors:
+            for (req, key), inst in ex.instances.items():
+                ins = inst.code[inst.pc] if not inst.finished else None
+                parts.append(f"rank {ex.rank} request {req} {key} pc {inst.pc} {type(ins).__name__} waiting {inst.waiting}")
+        return "; ".join(parts) or "nothing running"

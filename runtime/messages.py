@@ -1,0 +1,154 @@
+"""Every message between the coordinator and the workers, and between workers: small typed structs.
+
+Values (`Any` fields) are ints, floats, strings, bools, None, lists of those, or
+tensors; `runtime/codec.py` moves tensors as separate zero-copy frames.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import Struct
+
+
+class Part(Struct, frozen=True):
+    kind: str  # text, image, audio, video
+    payload: Any
+
+
+class RequestInit(Struct, tag="init", frozen=True):
+    """Everything a rank needs to know about a request, sent once to every rank."""
+
+    request: int
+    params: dict[str, Any]
+    task: str
+    parts: list[Part]
+    inputs: dict[str, Any]  # named inputs for walks started from `start`
+    input_modalities: list[str]
+    output_modalities: list[str]
+    think: bool
+
+
+class FlowState(Struct, frozen=True):
+    """Where one flow of one request stands, carried with the walk it starts (flows move between ranks)."""
+
+    flow: str
+    node: str
+    each: str | None = None
+    part: int = 0
+    arm: list[str] = []
+    pos: int = 0
+    started: int = 0  # walks this flow has started: numbers the next walk instance
+    results: dict[str, Any] = {}
+
+
+class StartWalk(Struct, tag="start", frozen=True):
+    request: int
+    instance: str  # "flow/walk#seq" or "stream/walk#chunk": the same on every rank of the walk
+    walk: str
+    inputs: dict[str, Any]
+    flow: FlowState | None  # None for stream-fired walks
+
+
+class Data(Struct, tag="data", frozen=True):
+    """A SEND's value, for the matching RECV of the same request and walk instance."""
+
+    request: int
+    instance: str
+    tag: str
+    value: Any
+
+
+class KvData(Struct, tag="kv", frozen=True):
+    request: int
+    instance: str
+    tag: str
+    component: str
+    label: str
+    state: Any
+
+
+class StreamItems(Struct, tag="items", frozen=True):
+    """Items pushed to a stream, on their way to the consumer's rank; `closed` ends the stream."""
+
+    request: int
+    stream: str
+    source: int  # the producing rank (credits go back to it)
+    items: list[Any]
+    closed: bool = False
+
+
+class StreamCredit(Struct, tag="credit", frozen=True):
+    """The consumer took `n` items off a stream: the producer may push that many more (backpressure)."""
+
+    request: int
+    stream: str
+    n: int
+
+
+class ProducerDone(Struct, tag="producer_done", frozen=True):
+    """A flow that pushes to streams finished: its producer ranks close those streams behind their items."""
+
+    request: int
+    flow: str
+
+
+class Cancel(Struct, tag="cancel", frozen=True):
+    request: int
+    reason: str
+
+
+class Shutdown(Struct, tag="shutdown", frozen=True):
+    pass
+
+
+class HealthQuery(Struct, tag="health?", frozen=True):
+    pass
+
+
+class Output(Struct, tag="output", frozen=True):
+    request: int
+    modality: str
+    value: Any
+    walk: str
+    rank: int
+    seq: int  # per (request, rank), so the coordinator can order outputs of one rank
+
+
+class FlowDone(Struct, tag="flow_done", frozen=True):
+    request: int
+    flow: str
+
+
+class StreamDone(Struct, tag="stream_done", frozen=True):
+    """A stream that fires a walk per chunk is closed, drained, and every walk it fired has ended."""
+
+    request: int
+    stream: str
+
+
+class Failed(Struct, tag="failed", frozen=True):
+    request: int
+    rank: int
+    error: str
+
+
+class CancelAck(Struct, tag="cancel_ack", frozen=True):
+    request: int
+    rank: int
+
+
+class Health(Struct, tag="health", frozen=True):
+    rank: int
+    counters: dict[str, int]
+
+
+class Ready(Struct, tag="ready", frozen=True):
+    rank: int
+    pid: int
+
+
+ToWorker = (RequestInit | StartWalk | Data | KvData | StreamItems | StreamCredit | ProducerDone | Cancel | Shutdown
+            | HealthQuery)
+ToCoordinator = Output | FlowDone | StreamDone | Failed | CancelAck | Health | Ready
+Message = ToWorker | ToCoordinator

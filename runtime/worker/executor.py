@@ -1,0 +1,278 @@
+"""One rank's executor: interprets its schedules for every active (request, walk) and batches their RUNs.
+
+Pure with respect to I/O: messages come in through `handle`, go out through
+the `send(destination, message)` callback (destination: a rank, or
+COORDINATOR), and `run()` makes all the progress that is possible without new
+messages. The worker process wraps it with sockets; tests drive several
+executors in one thread.
+
+Scheduling: every instance runs until it reaches a RUN, blocks, or ends; then
+all RUNs waiting on the same component entry are executed as one batched call
+(up to the component's max batch), across requests and fused lanes. Requests
+join and leave at these boundaries: continuous batching.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from wgc.runtime.component import Call, Component
+from wgc.runtime.messages import (
+    Cancel,
+    CancelAck,
+    Data,
+    Failed,
+    FlowDone,
+    Health,
+    HealthQuery,
+    KvData,
+    Message,
+    ProducerDone,
+    RequestInit,
+    StartWalk,
+    StreamCredit,
+    StreamItems,
+)
+from wgc.runtime.worker.context import RankPlan
+from wgc.runtime.worker.instance import Instance
+from wgc.runtime.worker.interpret import Blocked, Interpreter, StepError
+from wgc.runtime.worker.streams import StreamTable
+
+from wgc.plan.model import Plan, Run
+
+COORDINATOR = -1
+Send = Callable[[int, Message], None]
+
+
+@dataclass
+class Options:
+    fake_inputs: bool = False  # missing named inputs get mock values (fake components, simulator parity)
+
+
+class Executor:
+    def __init__(self, plan: Plan, rank: int, components: dict[str, Component], send: Send,
+                 options: Options | None = None) -> None:
+        self.rp = RankPlan.build(plan, rank)
+        self.rank = rank
+        self.components = components
+        self.send = send
+        self.options = options or Options()
+        self.requests: dict[int, RequestInit] = {}
+        self.instances: dict[tuple[int, str], Instance] = {}
+        self.ready: deque[Instance] = deque()
+        self.mailbox: dict[tuple[int, str, str], Any] = {}
+        self.flow_queue: dict[tuple[int, str], deque[Instance]] = {}  # instances of one flow run in order
+        self.streams = StreamTable()
+        self.finished_flows: set[tuple[int, str]] = set()
+        self.dead: set[int] = set()  # cancelled or failed requests: late messages for them are dropped
+        self.interp = Interpreter(self)
+        self.output_seq: dict[int, int] = {}
+        self.stats = {"runs": 0, "batched_calls": 0, "messages_in": 0, "messages_out": 0}
+
+    # ---- inbound ----------------------------------------------------------------------
+
+    def handle(self, msg: Message) -> None:
+        self.stats["messages_in"] += 1
+        request = getattr(msg, "request", None)
+        if request is not None and request in self.dead:
+            return
+        handler = getattr(self, "_on_" + type(msg).__name__.lower(), None)
+        if handler is None:
+            raise ValueError(f"rank {self.rank} cannot handle {type(msg).__name__}")
+        handler(msg)
+
+    def _on_requestinit(self, msg: RequestInit) -> None:
+        self.requests[msg.request] = msg
+
+    def _on_startwalk(self, msg: StartWalk) -> None:
+        self.start(msg.request, msg.instance, msg.walk, msg.inputs, msg.flow)
+
+    def _on_data(self, msg: Data) -> None:
+        self.mailbox[(msg.request, msg.instance, msg.tag)] = msg.value
+        self._wake(msg.request, msg.instance, ("recv", msg.tag))
+
+    def _on_kvdata(self, msg: KvData) -> None:
+        self.mailbox[(msg.request, msg.instance, msg.tag)] = msg.state
+        self._wake(msg.request, msg.instance, ("recv", msg.tag))
+
+    def _on_streamitems(self, msg: StreamItems) -> None:
+        self.interp.stream_items(msg)
+
+    def _on_streamcredit(self, msg: StreamCredit) -> None:
+        end = self.streams.producer(msg.request, msg.stream)
+        end.in_flight = max(0, end.in_flight - msg.n)
+        for inst in self._live(msg.request):
+            if inst.waiting == ("credit", msg.stream):
+                self._make_ready(inst)
+
+    def _on_producerdone(self, msg: ProducerDone) -> None:
+        self.finished_flows.add((msg.request, msg.flow))
+        self.interp.close_streams_if_idle(msg.request, msg.flow)
+
+    def _on_cancel(self, msg: Cancel) -> None:
+        self.drop_request(msg.request)
+        if msg.reason != "done":
+            self.send(COORDINATOR, CancelAck(msg.request, self.rank))
+
+    def _on_healthquery(self, msg: HealthQuery) -> None:
+        self.send(COORDINATOR, Health(self.rank, self.counters()))
+
+    # ---- instances ----------------------------------------------------------------------
+
+    def start(self, request: int, key: str, walk: str, inputs: dict[str, Any], flow) -> None:
+        schedule = self.rp.code.get(walk)
+        if schedule is None or request in self.dead:
+            return
+        inst = Instance(request, key, walk, schedule.instructions, flow, dict(inputs))
+        self.instances[(request, key)] = inst
+        if flow is None:
+            self._make_ready(inst)
+            return
+        queue = self.flow_queue.setdefault((request, flow.flow), deque())
+        queue.append(inst)
+        if len(queue) == 1:
+            self._make_ready(inst)
+
+    def _make_ready(self, inst: Instance) -> None:
+        inst.waiting = None
+        if not inst.dispatched:
+            self.ready.append(inst)
+
+    def _wake(self, request: int, key: str, reason: tuple[str, ...]) -> None:
+        inst = self.instances.get((request, key))
+        if inst is not None and inst.waiting == reason:
+            self._make_ready(inst)
+
+    def _live(self, request: int) -> list[Instance]:
+        return [i for (r, _), i in self.instances.items() if r == request]
+
+    def finish(self, inst: Instance) -> None:
+        self.instances.pop((inst.request, inst.key), None)
+        if inst.flow is not None:
+            queue = self.flow_queue.get((inst.request, inst.flow.flow))
+            if queue and queue[0] is inst:
+                queue.popleft()
+                if queue:
+                    self._make_ready(queue[0])
+                else:
+                    del self.flow_queue[(inst.request, inst.flow.flow)]
+                    self.interp.close_streams_if_idle(inst.request, inst.flow.flow)
+        else:
+            self.interp.consumer_finished(inst)
+
+    def fail(self, request: int, error: str) -> None:
+        self.send(COORDINATOR, Failed(request, self.rank, error))
+        self.drop_request(request)
+
+    def drop_request(self, request: int) -> None:
+        """Forget everything of a request on this rank: instances, messages, stream ends, component state."""
+        self.dead.add(request)
+        self.requests.pop(request, None)
+        for key in [k for k in self.instances if k[0] == request]:
+            del self.instances[key]
+        self.ready = deque(i for i in self.ready if i.request != request)
+        for key in [k for k in self.mailbox if k[0] == request]:
+            del self.mailbox[key]
+        for key in [k for k in self.flow_queue if k[0] == request]:
+            del self.flow_queue[key]
+        self.finished_flows = {k for k in self.finished_flows if k[0] != request}
+        self.streams.drop(request)
+        self.output_seq.pop(request, None)
+        for comp in self.components.values():
+            comp.release(request)
+
+    # ---- progress ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run until every instance is blocked on a message or finished."""
+        while self.ready:
+            batches: dict[tuple[str, str], list[Instance]] = {}
+            while self.ready:
+                inst = self.ready.popleft()
+                if (inst.request, inst.key) not in self.instances:
+                    continue
+                self._advance(inst, batches)
+            for (component, entry), group in batches.items():
+                self._dispatch(component, entry, group)
+
+    def _advance(self, inst: Instance, batches: dict[tuple[str, str], list[Instance]]) -> None:
+        try:
+            status = self.interp.advance(inst)
+        except StepError as err:
+            self.fail(inst.request, str(err))
+            return
+        if isinstance(status, Run):
+            inst.dispatched = True
+            batches.setdefault((status.component, status.entry), []).append(inst)
+        elif isinstance(status, Blocked):
+            inst.waiting = status.reason
+        else:
+            self.finish(inst)
+
+    def _dispatch(self, component: str, entry: str, group: list[Instance]) -> None:
+        comp = self.components[component]
+        limit = int(comp.spec.settings.get("max_batch", 0) or 0) or len(group)
+        lanes: list[tuple[Instance, int, Call]] = []
+        for inst in group:
+            ins = inst.code[inst.pc]
+            assert isinstance(ins, Run)
+            for lane, (args, label) in enumerate(zip(ins.args, ins.labels)):
+                self.interp.before_call(inst, comp, label)
+                values = tuple(self.interp.eval(a, inst) for a in args)
+                lanes.append((inst, lane, Call(inst.request, label, values)))
+        for start in range(0, len(lanes), max(1, limit)):
+            part = lanes[start:start + limit]
+            try:
+                results = comp.call(entry, [c for _, _, c in part])
+            except Exception as err:  # noqa: BLE001 - a component failure fails its requests, not the rank
+                for req in {i.request for i, _, _ in part}:
+                    self.fail(req, f"rank {self.rank}: {component}.{entry} raised {type(err).__name__}: {err}")
+                continue
+            self.stats["batched_calls"] += 1
+            self.stats["runs"] += len(part)
+            for (inst, lane, _), value in zip(part, results):
+                out = inst.code[inst.pc].outputs[lane]
+                if out:
+                    inst.frame[out] = value
+        for inst in group:
+            inst.dispatched = False
+            if (inst.request, inst.key) in self.instances:
+                inst.pc += 1
+                self.ready.append(inst)
+
+    # ---- outbound ------------------------------------------------------------------------
+
+    def post(self, destination: int, msg: Message) -> None:
+        """Deliver to another rank, or to this one without a socket."""
+        self.stats["messages_out"] += 1
+        if destination == self.rank:
+            self.handle(msg)
+        else:
+            self.send(destination, msg)
+
+    def next_output_seq(self, request: int) -> int:
+        seq = self.output_seq.get(request, 0)
+        self.output_seq[request] = seq + 1
+        return seq
+
+    def flow_done(self, request: int, flow: str) -> None:
+        self.send(COORDINATOR, FlowDone(request, flow))
+        ranks = {r for s in self.rp.fed_by_flow.get(flow, []) for r in self.rp.streams[s].producer_ranks}
+        for r in sorted(ranks):
+            self.post(r, ProducerDone(request, flow))
+
+    def counters(self) -> dict[str, int]:
+        out = {
+            "instances": len(self.instances),
+            "requests": len(self.requests),
+            "mailbox": len(self.mailbox),
+            "stream_ends": self.streams.count(),
+            **self.stats,
+        }
+        for name, comp in self.components.items():
+            for key, value in comp.counters().items():
+                out[f"{name}.{key}"] = value
+        return out

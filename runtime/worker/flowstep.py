@@ -1,0 +1,79 @@
+"""Flow transitions where a walk ends: restore the flow's cursor from the state it travelled with, step it.
+
+The state machine itself is runtime/flows/table.py (shared with the simulator);
+this module only moves its position in and out of the `FlowState` message
+field, so whichever rank a walk ends on can take the next transition locally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from wgc.runtime.flows.table import Finished, FlowCursor, FlowTable, RunWalk, Step
+from wgc.runtime.messages import FlowState, RequestInit
+
+from wgc.plan.model import Expr
+
+Evaluate = Callable[[Expr, "str | None"], Any]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Start `walk` (instance `key`) of a flow with these inputs; `state` travels with it."""
+
+    walk: str
+    key: str
+    inputs: dict[str, Any]
+    state: FlowState
+
+
+def restore(table: FlowTable, state: FlowState, init: RequestInit, evaluate: Evaluate) -> FlowCursor:
+    cursor = table.cursor([p.kind for p in init.parts], evaluate)
+    cursor.node = state.node
+    cursor.done = state.node == "done"
+    if state.each is not None:
+        cursor._each = table.eaches[state.each]
+        cursor._part, cursor._arm, cursor._pos = state.part, list(state.arm), state.pos
+    return cursor
+
+
+def snapshot(cursor: FlowCursor, before: FlowState, results: dict[str, Any]) -> FlowState:
+    each = cursor._each.name if cursor._each is not None else None
+    return FlowState(before.flow, cursor.node, each, cursor._part, list(cursor._arm), cursor._pos,
+                     before.started + 1, results)
+
+
+def launch(step: Step, cursor: FlowCursor, before: FlowState, results: dict[str, Any], result: Any,
+           init: RequestInit, walk_args: Callable[[str], list[str]], missing: Callable[[str], Any]) -> Launch | None:
+    """The walk a flow step starts, with its inputs bound; None when the flow finished."""
+    if isinstance(step, Finished):
+        return None
+    assert isinstance(step, RunWalk)
+    args = walk_args(step.walk)
+    if step.feed == "part" and args:
+        inputs = {args[0]: init.parts[step.part].payload}
+    elif step.feed == "result" and args:
+        inputs = {args[0]: result}
+    else:
+        inputs = {a: init.inputs[a] if a in init.inputs else missing(a) for a in args}
+    state = snapshot(cursor, before, results)
+    return Launch(step.walk, f"{before.flow}/{step.walk}#{before.started}", inputs, state)
+
+
+def first_step(table: FlowTable, init: RequestInit, evaluate: Evaluate, walk_args: Callable[[str], list[str]],
+               missing: Callable[[str], Any]) -> Launch | None:
+    """What a flow starts with when its request is admitted (run by the coordinator)."""
+    cursor = table.cursor([p.kind for p in init.parts], evaluate)
+    state = FlowState(table.name, "start")
+    return launch(cursor.begin(), cursor, state, {}, None, init, walk_args, missing)
+
+
+def next_step(table: FlowTable, state: FlowState, walk: str, result: Any, returns: bool, init: RequestInit,
+              evaluate: Evaluate, walk_args: Callable[[str], list[str]], missing: Callable[[str], Any]) -> Launch | None:
+    results = dict(state.results)
+    if returns:
+        results[walk] = result
+    cursor = restore(table, state, init, evaluate)
+    return launch(cursor.finished(walk), cursor, state, results, result, init, walk_args, missing)

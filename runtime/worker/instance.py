@@ -1,0 +1,58 @@
+"""One walk instance on one rank: its program counter, its values, and the loops it is inside."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from wgc.runtime.messages import FlowState
+
+from wgc.plan.model import Instr
+
+FREED = object()  # a freed value's marker: reading it is a use-after-free
+
+
+@dataclass
+class LoopState:
+    loop_id: int
+    head: int  # pc of LOOP
+    tail: int  # pc of ENDLOOP
+    bound: int
+    dynamic: bool
+    speculative: bool
+    index: str | None
+    count: int = 0
+    accumulated: dict[str, list[Any]] = field(default_factory=dict)
+    # Speculation: the stop decision of the previous iteration, not applied yet, and what to restore.
+    pending_stop: bool | None = None
+    saved: dict[str, Any] = field(default_factory=dict)
+    checkpoints: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+
+@dataclass
+class Instance:
+    request: int
+    key: str  # the same on every rank of the walk
+    walk: str
+    code: list[Instr]
+    flow: FlowState | None
+    frame: dict[str, Any] = field(default_factory=dict)
+    pc: int = 0
+    loops: list[LoopState] = field(default_factory=list)
+    waiting: tuple[str, ...] | None = None  # why it cannot run: ("recv", tag), ("pop", stream), ("credit", stream)
+    dispatched: bool = False  # its RUN is in a batch being executed
+
+    @property
+    def finished(self) -> bool:
+        return self.pc >= len(self.code)
+
+    @property
+    def flow_name(self) -> str | None:
+        return self.flow.flow if self.flow is not None else None
+
+    def speculating(self) -> LoopState | None:
+        """The innermost loop whose previous stop decision is still pending, if any."""
+        for loop in reversed(self.loops):
+            if loop.pending_stop is not None:
+                return loop
+        return None

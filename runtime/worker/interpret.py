@@ -1,0 +1,393 @@
+"""The meaning of each instruction for one walk instance (docs/plan.md), as a table of handlers.
+
+`advance` runs an instance until it reaches a RUN (returned, for the executor
+to batch), blocks on a message (Blocked), or ends (None).
+
+Speculation: in a DynamicLoop whose stop is computed on this rank (and not
+marked `nospec`), iteration N+1 starts before the stop of iteration N is
+applied: its RUN joins the same scheduling round as everything else. The stop
+is applied before the iteration's first visible effect (EMIT, PUSH, SEND,
+KVSEND, a FORK) or at its ENDLOOP, whichever comes first; when it says stop,
+the wasted iteration is rolled back — frame values restored, cache labels
+restored through the component's checkpoint — so its outputs never reach
+anyone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from wgc.runtime.component import Component
+from wgc.runtime.exprs import evaluate
+from wgc.runtime.flows.table import FlowError
+from wgc.runtime.messages import Data, KvData, Output, StartWalk, StreamCredit, StreamDone, StreamItems
+from wgc.runtime.streams.buffer import ENDED, WAITING
+from wgc.runtime.worker.flowstep import next_step
+from wgc.runtime.worker.instance import FREED, Instance, LoopState
+
+from wgc.plan import model as m
+from wgc.sim.mock import mock_input
+
+if TYPE_CHECKING:
+    from wgc.runtime.worker.executor import Executor
+
+VISIBLE = (m.Emit, m.Push, m.Send, m.KvSend, m.Fork, m.Next)
+
+
+@dataclass(frozen=True)
+class Blocked:
+    reason: tuple[str, ...]
+
+
+class StepError(Exception):
+    """An instruction that cannot execute: names the rank, walk, instruction and source position."""
+
+
+class _Env:
+    def __init__(self, ex: Executor, inst: Instance | None, results: dict[str, Any] | None = None,
+                 part: str | None = None, request: int | None = None) -> None:
+        self.ex, self.inst, self.results, self.part = ex, inst, results or {}, part
+        self.init = ex.requests.get(request if request is not None else inst.request)
+
+    def value(self, name: str) -> Any:
+        v = self.inst.frame.get(name, FREED) if self.inst is not None else FREED
+        if v is FREED:
+            raise KeyError(name)
+        return v
+
+    def param(self, name: str) -> Any:
+        return self.init.params[name]
+
+    def const(self, component: str, name: str) -> Any:
+        comp = self.ex.components.get(component)
+        if comp is not None and hasattr(comp, "mock"):
+            return comp.mock.const(name)
+        spec = next(c for c in self.ex.rp.plan.components if c.name == component)
+        if self.ex.options.fake_inputs:
+            from wgc.sim.mock import MockComponent
+
+            return MockComponent.from_spec(spec).const(name)
+        return spec.consts.get(name)
+
+    def request(self, field: str) -> Any:
+        init = self.init
+        return {"task": init.task, "think": init.think, "inputs": frozenset(init.input_modalities),
+                "outputs": frozenset(init.output_modalities), "parts": [p.kind for p in init.parts]}[field]
+
+    def result(self, walk: str) -> Any:
+        return self.results.get(walk)
+
+    def part_kind(self) -> str:
+        return self.part or ""
+
+
+class Interpreter:
+    def __init__(self, ex: Executor) -> None:
+        self.ex = ex
+        self.handlers = {
+            m.Eval: self._eval, m.Send: self._send, m.Recv: self._recv, m.Loop: self._loop,
+            m.EndLoop: self._endloop, m.Push: self._push, m.Pop: self._pop, m.Emit: self._emit,
+            m.Fork: self._fork, m.KvSend: self._kvsend, m.KvRecv: self._kvrecv, m.Free: self._free,
+            m.Next: self._next,
+        }
+
+    def eval(self, e: m.Expr, inst: Instance) -> Any:
+        try:
+            return evaluate(e, _Env(self.ex, inst))
+        except KeyError as err:
+            raise self._error(inst, f"value `{err.args[0]}` is not available (freed or never set)") from None
+
+    def _error(self, inst: Instance, message: str) -> StepError:
+        ins = inst.code[min(inst.pc, len(inst.code) - 1)]
+        src = ins.src
+        where = f"{self.ex.rp.plan.source_name}:{src.line}:{src.column}"
+        return StepError(f"rank {self.ex.rank}, walk {inst.walk}, instruction {inst.pc} "
+                         f"({type(ins).__name__.upper()}) at {where}: {message}")
+
+    # ---- the loop --------------------------------------------------------------------------
+
+    def advance(self, inst: Instance) -> m.Run | Blocked | None:
+        while not inst.finished:
+            ins = inst.code[inst.pc]
+            if isinstance(ins, VISIBLE) or isinstance(ins, m.EndLoop):
+                if self._apply_pending_stop(inst, ins):
+                    continue
+            if isinstance(ins, m.Run):
+                return ins
+            outcome = self.handlers[type(ins)](inst, ins)
+            if isinstance(outcome, Blocked):
+                return outcome
+            if outcome is None:
+                inst.pc += 1
+        return None
+
+    def before_call(self, inst: Instance, comp: Component, label: str) -> None:
+        """A speculative RUN on a kv component: remember the label's extent so it can be rolled back."""
+        loop = inst.speculating()
+        if loop is None or comp.spec.engine != "kv":
+            return
+        key = (comp.spec.name, label or comp.default_label())
+        if key not in loop.checkpoints:
+            loop.checkpoints[key] = comp.checkpoint(inst.request, key[1])
+
+    # ---- simple instructions ----------------------------------------------------------------
+
+    def _eval(self, inst: Instance, ins: m.Eval) -> None:
+        inst.frame[ins.output] = self.eval(ins.expr, inst)
+
+    def _send(self, inst: Instance, ins: m.Send) -> None:
+        self.ex.post(ins.peer, Data(inst.request, inst.key, ins.tag, self._value(inst, ins.value)))
+
+    def _recv(self, inst: Instance, ins: m.Recv) -> Blocked | None:
+        key = (inst.request, inst.key, ins.tag)
+        if key not in self.ex.mailbox:
+            return Blocked(("recv", ins.tag))
+        inst.frame[ins.value] = self.ex.mailbox.pop(key)
+        return None
+
+    def _kvsend(self, inst: Instance, ins: m.KvSend) -> None:
+        state = self.ex.components[ins.component].export_label(inst.request, ins.label)
+        self.ex.post(ins.peer, KvData(inst.request, inst.key, ins.tag, ins.component, ins.label, state))
+
+    def _kvrecv(self, inst: Instance, ins: m.KvRecv) -> Blocked | None:
+        key = (inst.request, inst.key, ins.tag)
+        if key not in self.ex.mailbox:
+            return Blocked(("recv", ins.tag))
+        self.ex.components[ins.component].import_label(inst.request, ins.label, self.ex.mailbox.pop(key))
+        return None
+
+    def _emit(self, inst: Instance, ins: m.Emit) -> None:
+        seq = self.ex.next_output_seq(inst.request)
+        self.ex.send(-1, Output(inst.request, ins.modality, self._value(inst, ins.value), inst.walk, self.ex.rank, seq))
+
+    def _fork(self, inst: Instance, ins: m.Fork) -> None:
+        self.ex.components[ins.component].fork(inst.request, ins.target, ins.source)
+
+    def _free(self, inst: Instance, ins: m.Free) -> None:
+        for name in ins.values:
+            inst.frame.pop(name, None)
+
+    def _value(self, inst: Instance, name: str) -> Any:
+        if name not in inst.frame:
+            raise self._error(inst, f"value `{name}` is not available (freed or never set)")
+        return inst.frame[name]
+
+    # ---- loops ------------------------------------------------------------------------------
+
+    def _loop(self, inst: Instance, ins: m.Loop) -> None:
+        bound = int(self.eval(ins.bound, inst))
+        tail = self.ex.rp.tails[inst.walk][inst.pc]
+        for c in ins.carries:
+            if c.init is not None:
+                inst.frame[c.name] = self.eval(c.init, inst)
+        end = inst.code[tail]
+        assert isinstance(end, m.EndLoop)
+        local_stop = end.stop is not None and any(
+            isinstance(i, m.Eval) and i.output == end.stop for i in inst.code[inst.pc:tail])
+        state = LoopState(ins.loop_id, inst.pc, tail, bound, ins.dynamic,
+                          ins.dynamic and not ins.nospec and local_stop, ins.index,
+                          accumulated={y.name: [] for y in end.yields if y.kind == "accumulated"})
+        if bound <= 0:
+            self._exit_loop(inst, state, end)
+            return
+        if ins.index:
+            inst.frame[ins.index] = 0
+        inst.loops.append(state)
+
+    def _endloop(self, inst: Instance, ins: m.EndLoop) -> Blocked | None:
+        loop = inst.loops[-1]
+        for y in ins.yields:
+            if y.kind == "accumulated":
+                loop.accumulated[y.name].append(self._value(inst, y.name))
+        loop.count += 1
+        stop = bool(self._value(inst, ins.stop)) if ins.stop else False
+        if loop.count >= loop.bound or (stop and not loop.speculative):
+            inst.loops.pop()
+            self._exit_loop(inst, loop, ins)
+            return None  # the caller's pc += 1 leaves the loop
+        if stop:  # speculative: the next iteration starts before this stop is applied
+            loop.pending_stop = True
+            loop.saved = {name: inst.frame.get(name, FREED) for name in self._loop_values(inst, loop, ins)}
+            loop.checkpoints = {}
+        if loop.index:
+            inst.frame[loop.index] = loop.count
+        inst.pc = loop.head  # the caller's pc += 1 enters the body
+        return None
+
+    def _loop_values(self, inst: Instance, loop: LoopState, end: m.EndLoop) -> set[str]:
+        head = inst.code[loop.head]
+        assert isinstance(head, m.Loop)
+        return {c.name for c in head.carries} | {y.name for y in end.yields}
+
+    def _exit_loop(self, inst: Instance, loop: LoopState, end: m.EndLoop) -> None:
+        for y in end.yields:
+            if y.kind == "accumulated":
+                inst.frame[y.exposed] = list(loop.accumulated.get(y.name, []))
+            elif y.name in inst.frame:
+                inst.frame[y.exposed] = inst.frame[y.name]
+        inst.pc = loop.tail
+
+    def _apply_pending_stop(self, inst: Instance, ins: m.Instr) -> bool:
+        """In a speculative iteration, before a visible effect or its ENDLOOP: apply the previous
+        iteration's stop. Returns True when the iteration was rolled back and the loop left."""
+        loop = inst.speculating()
+        if loop is None or (loop is not inst.loops[-1] and not isinstance(ins, VISIBLE)):
+            return False
+        loop.pending_stop = None
+        for (component, label), cp in loop.checkpoints.items():
+            self.ex.components[component].restore(inst.request, label, cp)
+        for name, value in loop.saved.items():
+            if value is FREED:
+                inst.frame.pop(name, None)
+            else:
+                inst.frame[name] = value
+        while inst.loops[-1] is not loop:
+            inst.loops.pop()
+        inst.loops.pop()
+        end = inst.code[loop.tail]
+        assert isinstance(end, m.EndLoop)
+        self._exit_loop(inst, loop, end)
+        inst.pc = loop.tail + 1
+        return True
+
+    # ---- streams ------------------------------------------------------------------------------
+
+    def _push(self, inst: Instance, ins: m.Push) -> Blocked | None:
+        spec = self.ex.rp.streams[ins.stream]
+        if not self._stream_alive(inst.request, ins.stream):
+            return None
+        end = self.ex.streams.producer(inst.request, ins.stream)
+        if spec.capacity > 0 and end.in_flight >= spec.capacity:
+            return Blocked(("credit", ins.stream))
+        end.in_flight += 1
+        item = self._value(inst, ins.value)
+        self.ex.post(spec.consumer_rank, StreamItems(inst.request, ins.stream, self.ex.rank, [item]))
+        return None
+
+    def _pop(self, inst: Instance, ins: m.Pop) -> Blocked | None:
+        spec = self.ex.rp.streams[ins.stream]
+        end = self.ex.streams.consumer(inst.request, spec)
+        before = end.buffer.consumed
+        got = end.buffer.pop()
+        if got is WAITING:
+            return Blocked(("pop", ins.stream))
+        if got is ENDED:
+            raise self._error(inst, f"stream `{ins.stream}` ended and has nothing more to read")
+        inst.frame[ins.output] = got.value
+        self._credit(inst.request, spec.name, end, before)
+        return None
+
+    def _stream_alive(self, request: int, stream: str) -> bool:
+        """A stream read by `recv` in a flow this request does not run has no reader: its items are dropped."""
+        spec = self.ex.rp.streams[stream]
+        if spec.consumer_walk is not None:
+            return True
+        init = self.ex.requests.get(request)
+        if init is None:
+            return False
+        readers = [f for f, streams in self.ex.rp.read_by_flow.items() if stream in streams]
+        return any(self.ex.rp.flows[f].starts(lambda e, _k: evaluate(e, _Env(self.ex, None, request=request)))
+                   for f in readers)
+
+    def stream_items(self, msg: StreamItems) -> None:
+        spec = self.ex.rp.streams[msg.stream]
+        end = self.ex.streams.consumer(msg.request, spec)
+        self.ex.streams.receive(end, msg.source, msg.items)
+        if msg.closed:
+            end.closed_by.add(msg.source)
+            if end.closed_by >= set(spec.producer_ranks):
+                end.buffer.close()
+        self._serve(msg.request, spec)
+
+    def _serve(self, request: int, spec: m.StreamSpec) -> None:
+        """Fire consumer walks for ready chunks, or wake a waiting `recv`."""
+        end = self.ex.streams.consumer(request, spec)
+        if spec.consumer_walk is None:
+            for inst in self.ex._live(request):
+                if inst.waiting == ("pop", spec.name):
+                    self.ex._make_ready(inst)
+            return
+        while True:
+            before = end.buffer.consumed
+            chunk = end.buffer.poll()
+            if chunk is None:
+                break
+            self._credit(request, spec.name, end, before)
+            walk = self.ex.rp.walks[spec.consumer_walk]
+            key = f"{spec.name}/{walk.name}#{end.fired}"
+            end.fired += 1
+            end.live.add(key)
+            arg = self.ex.rp.inputs.get((self.ex.rank, walk.name), [])
+            for r in walk.ranks:
+                needed = self.ex.rp.inputs.get((r, walk.name), [])
+                inputs = {a: chunk.value for a in needed} if needed else {}
+                if r == self.ex.rank:
+                    self.ex.start(request, key, walk.name, {a: chunk.value for a in arg} or inputs, None)
+                else:
+                    self.ex.post(r, StartWalk(request, key, walk.name, inputs, None))
+        self._report_stream_done(request, spec, end)
+
+    def _credit(self, request: int, stream: str, end, before: int) -> None:
+        for source, n in self.ex.streams.credits(end, before).items():
+            self.ex.post(source, StreamCredit(request, stream, n))
+
+    def consumer_finished(self, inst: Instance) -> None:
+        stream = inst.key.split("/", 1)[0]
+        spec = self.ex.rp.streams.get(stream)
+        end = self.ex.streams.consumers.get((inst.request, stream))
+        if spec is None or end is None:
+            return
+        end.live.discard(inst.key)
+        self._report_stream_done(inst.request, spec, end)
+
+    def _report_stream_done(self, request: int, spec: m.StreamSpec, end) -> None:
+        if end.buffer.drained and not end.live and not end.done_reported:
+            end.done_reported = True
+            self.ex.send(-1, StreamDone(request, spec.name))
+
+    def close_streams_if_idle(self, request: int, flow: str) -> None:
+        """After its flow finished, a producer rank closes the flow's streams behind its last items."""
+        if (request, flow) not in self.ex.finished_flows or (request, flow) in self.ex.flow_queue:
+            return
+        self.ex.finished_flows.discard((request, flow))
+        for stream in self.ex.rp.fed_by_flow.get(flow, []):
+            spec = self.ex.rp.streams[stream]
+            if self.ex.rank in spec.producer_ranks:
+                self.ex.post(spec.consumer_rank, StreamItems(request, stream, self.ex.rank, [], closed=True))
+
+    # ---- flows --------------------------------------------------------------------------------
+
+    def _next(self, inst: Instance, ins: m.Next) -> None:
+        if inst.flow is None:
+            return
+        result = self._value(inst, ins.result) if ins.result else None
+        walk = self.ex.rp.walks[inst.walk]
+        table = self.ex.rp.flows[inst.flow.flow]
+        init = self.ex.requests[inst.request]
+
+        def cond(e: m.Expr, kind: str | None) -> Any:
+            return evaluate(e, _Env(self.ex, None, dict(inst.flow.results) | ({inst.walk: result} if ins.result else {}),
+                                    kind, request=inst.request))
+
+        try:
+            step = next_step(table, inst.flow, inst.walk, result, walk.returns is not None, init, cond,
+                             lambda w: self._walk_args(w), self._missing_input)
+        except FlowError as err:
+            raise self._error(inst, str(err)) from None
+        if step is None:
+            self.ex.flow_done(inst.request, inst.flow.flow)
+            return
+        spec = self.ex.rp.walks[step.walk]
+        for r in spec.ranks:
+            needed = self.ex.rp.inputs.get((r, step.walk), [])
+            inputs = {a: v for a, v in step.inputs.items() if a in needed}
+            self.ex.post(r, StartWalk(inst.request, step.key, step.walk, inputs, step.state))
+
+    def _walk_args(self, walk: str) -> list[str]:
+        return list(self.ex.rp.walks[walk].inputs)
+
+    def _missing_input(self, name: str) -> Any:
+        if self.ex.options.fake_inputs:
+            return mock_input(name)
+        raise FlowError("?", name, f"the request has no input `{name}`")
