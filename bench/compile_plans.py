@@ -21,7 +21,7 @@ from wgc.check import check_source  # noqa: E402
 from wgc.compile import compile_program  # noqa: E402
 
 
-def median_ms(fn, runs: int) -> float:  # noqa: ANN001
+def median_ms(fn, runs: int) -> float:
     times = []
     for _ in range(runs):
         t = time.perf_counter()
@@ -38,10 +38,10 @@ def main(runs: int = 15) -> list[tuple[str, str, float, float, int, int]]:
     for model, placement in PAIRS:
         source, place = paths(model, placement)
         text = (ROOT / source).read_text()
-        front = median_ms(lambda: check_source(text, source), runs)
+        front = median_ms(lambda t=text, s=source: check_source(t, s), runs)
         result = compile_program(source, text, place)
         assert result.data is not None, [d.message for d in result.diagnostics]
-        full = median_ms(lambda: compile_program(source, text, place), runs)
+        full = median_ms(lambda s=source, t=text, p=place: compile_program(s, t, p), runs)
         instrs = sum(len(ws.instructions) for r in result.plan.ranks for ws in r.schedules)
         rows.append((model, placement, front, full, len(result.data), instrs))
     print("| model | placement | parse+check ms | full compile ms | ratio | plan bytes | instructions |")

@@ -1,17 +1,25 @@
-"""Evaluating plan expressions at run time: the simulator's rules for plain values, Python's for tensors."""
+"""Evaluating plan expressions at run time, with Python's own operators (ints, floats, strings, tensors).
+
+The simulator evaluates with mock-value rules (wgc/sim/exprs.py: wrapped ints, hashes for operations
+mock values cannot take); a real run must not invent values, so an operation that makes no sense here
+raises and fails the request with the instruction's position.
+"""
 
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Any
 
-from wgc.sim import exprs as plain
+from wgc.plan import model as m
 from wgc.sim.exprs import Env
 
-_TENSOR_OPS = {
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "%": operator.mod,
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "in": lambda a, b: a in b,
 }
+_COMPARISONS = {"==", "!=", "<", "<=", ">", ">="}
 
 
 def _is_tensor(v: Any) -> bool:
@@ -19,36 +27,44 @@ def _is_tensor(v: Any) -> bool:
 
 
 def _scalar(v: Any) -> Any:
-    """A one-element tensor in a condition is its value."""
+    """A one-element tensor in a condition or an index is its value."""
     return v.item() if _is_tensor(v) and v.numel() == 1 else v
 
 
 def binary(op: str, a: Any, b: Any) -> Any:
-    if (_is_tensor(a) or _is_tensor(b)) and op in _TENSOR_OPS:
-        out = _TENSOR_OPS[op](a, b)
-        return bool(out.all()) if op in ("==", "!=", "<", "<=", ">", ">=") and _is_tensor(out) else out
-    return plain.binary(op, _scalar(a), _scalar(b))
+    if op == "and":
+        return bool(_scalar(a)) and bool(_scalar(b))
+    if op == "or":
+        return bool(_scalar(a)) or bool(_scalar(b))
+    if op == "/" and isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+        return a // b if b else 0  # integer division of ints, as the language's int type promises
+    out = _BINARY[op](a, b)
+    if op in _COMPARISONS and _is_tensor(out):
+        return bool(out.all())
+    return out
 
 
-class _Evaluator:
-    def __init__(self) -> None:
-        self.rules = dict(plain._RULES)
-        self.rules[plain.EBinary] = lambda e, env: binary(e.op, self.eval(e.left, env), self.eval(e.right, env))
-        self.rules[plain.EUnary] = lambda e, env: plain.unary(e.op, _scalar(self.eval(e.operand, env)))
-        self.rules[plain.EIndex] = lambda e, env: _index(self.eval(e.base, env), self.eval(e.index, env))
-
-    def eval(self, e: Any, env: Env) -> Any:
-        return self.rules[type(e)](e, env)
+def unary(op: str, a: Any) -> Any:
+    return (not _scalar(a)) if op == "not" else -a
 
 
 def _index(base: Any, i: Any) -> Any:
-    if _is_tensor(base):
-        return base[int(_scalar(i))]
-    return plain.index(base, _scalar(i))
+    return base[int(_scalar(i))]
 
 
-_EVALUATOR = _Evaluator()
+def evaluate(e: m.Expr, env: Env) -> Any:
+    return _RULES[type(e)](e, env)
 
 
-def evaluate(e: Any, env: Env) -> Any:
-    return _EVALUATOR.eval(e, env)
+_RULES: dict[type, Callable[[Any, Env], Any]] = {
+    m.ELit: lambda e, env: e.value,
+    m.EVal: lambda e, env: env.value(e.name),
+    m.EParam: lambda e, env: env.param(e.name),
+    m.EConst: lambda e, env: env.const(e.component, e.name),
+    m.EReq: lambda e, env: env.request(e.field),
+    m.EResult: lambda e, env: env.result(e.walk),
+    m.EPartKind: lambda e, env: env.part_kind(),
+    m.EUnary: lambda e, env: unary(e.op, evaluate(e.operand, env)),
+    m.EBinary: lambda e, env: binary(e.op, evaluate(e.left, env), evaluate(e.right, env)),
+    m.EIndex: lambda e, env: _index(evaluate(e.base, env), evaluate(e.index, env)),
+}

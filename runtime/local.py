@@ -47,19 +47,27 @@ class LocalCluster:
         self.wire.append((destination, msg))
 
     def pump(self, limit: int = 10_000_000) -> None:
-        """Deliver messages and run executors until nothing moves."""
+        """Deliver messages and run executors until nothing moves.
+
+        Like a worker draining its socket before it schedules, each rank takes every message
+        already waiting for it, then runs: requests that arrive together are batched together.
+        """
         for ex in self.executors:
             ex.run()
         while self.wire and limit > 0:
-            limit -= 1
-            destination, msg = self.wire.popleft()
-            self.delivered += 1
-            if destination == COORDINATOR:
-                self.coordinator.on_message(msg)
-            else:
-                ex = self.executors[destination]
-                ex.handle(msg)
-                ex.run()
+            waiting = min(len(self.wire), limit)
+            limit -= waiting
+            touched: set[int] = set()
+            for _ in range(waiting):
+                destination, msg = self.wire.popleft()
+                self.delivered += 1
+                if destination == COORDINATOR:
+                    self.coordinator.on_message(msg)
+                else:
+                    self.executors[destination].handle(msg)
+                    touched.add(destination)
+            for rank in sorted(touched):
+                self.executors[rank].run()
 
     def submit(self, spec: RequestSpec) -> int:
         return self.coordinator.submit(spec)

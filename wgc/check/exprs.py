@@ -174,7 +174,7 @@ class ExprChecker:
 
     def _comparison(self, e: ast.Binary, left: Ty, right: Ty) -> Ty:
         ordered = e.op not in ("==", "!=")
-        if left.kind in NUMERIC and right.kind in NUMERIC:
+        if _number_like(left) and _number_like(right):
             return BOOL
         if ordered or left.kind != right.kind:
             self.ctx.error("E011", f"cannot compare {left} with {right} using `{e.op}`", e.span)
@@ -264,6 +264,11 @@ class ExprChecker:
         if k.value.id not in labels:
             self.ctx.error("E009", f"component `{comp.name}` has no cache label `{k.value.id}`", k.value.span,
                            did_you_mean(k.value.id, labels) or (f"declare it: labels {k.value.id}",))
+
+
+def _number_like(ty: Ty) -> bool:
+    """Numbers, and a single token (a token is an integer id: `tok == stop_at`)."""
+    return ty.kind in NUMERIC or (ty.kind == "token" and not ty.dims)
 
 
 def _signature(sig) -> str:

@@ -63,8 +63,19 @@ def check_policy(ctx: Context, s: ast.Stream) -> None:
     if s.after_end is not None and s.after_end not in AFTER_END:
         ctx.error("E034", f"unknown after_end rule `{s.after_end}`", s.after_end_span or s.span,
                   did_you_mean(s.after_end, AFTER_END) or ("after_end rules: stop, continue",))
-    if s.capacity is not None and s.capacity < 1:
-        ctx.error("E019", "a stream's capacity must be at least 1", s.span)
+    reach = _chunk_reach(p.name, values)
+    if s.capacity is not None and s.capacity < max(1, reach):
+        ctx.error("E019", f"capacity {s.capacity} cannot hold one chunk of {reach} items: the producer would wait "
+                  "forever for room", s.span, (f"use capacity {max(1, reach)} or more",))
+
+
+def _chunk_reach(name: str, values: dict[str, int]) -> int:
+    """Items one chunk spans, context included."""
+    if name == "sliding":
+        return values.get("window", 1)
+    if name == "left_context":
+        return values.get("left", 0) + values.get("chunk", 1)
+    return values.get("size", 1)
 
 
 def chunk_type(s: ast.Stream, item: Ty) -> Ty:

@@ -144,6 +144,8 @@ def kinds_compatible(expected: str, actual: str) -> bool:
         return True
     if expected == "scalar":
         return actual in NUMERIC
+    if expected == "token" and actual == "int":
+        return True  # an integer is a token id (`carry tok = 0`); dims still have to agree
     return expected == "float" and actual == "int"
 
 

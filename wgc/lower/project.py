@@ -5,9 +5,9 @@ from __future__ import annotations
 from wgc.lower.ir import LoopBlock, Node, Op, Transfer, WalkIR, expr_uses
 from wgc.plan.model import (
     Carry,
+    Emit,
     EndLoop,
     Eval,
-    Emit,
     Fork,
     Instr,
     KvRecv,

@@ -6,9 +6,8 @@ from wgc.check.context import Symbols
 from wgc.check.policies import policy_values
 from wgc.lang import ast
 from wgc.lower.ir import LoopBlock, Node, Op, WalkIR
-from wgc.placement.memory import MemoryTable
+from wgc.placement.memory import MemoryTable, capacity_of
 from wgc.placement.schema import Engine, Placement
-from wgc.placement.tables import DEFAULT_STREAM_CAPACITY
 from wgc.plan.model import ComponentSpec, EntrySpec, MemoryRow, ParamSpec, Setting, StreamSpec, WalkSpec
 
 
@@ -92,8 +91,7 @@ def stream_specs(program: ast.Program, symbols: Symbols, placement: Placement, w
         info = symbols.streams[s.name]
         consumer = info.consumer_walks[0].name if info.consumer_walks else None
         rank = arg_rank.get(consumer, 0) if consumer else pops.get(s.name, 0)
-        settings = placement.stream(s.name)
-        capacity = (settings.capacity if settings and settings.capacity else None) or s.capacity or DEFAULT_STREAM_CAPACITY
+        capacity = capacity_of(placement, s)
         out.append(StreamSpec(s.name, str(info.item), str(info.chunk), s.policy.name, policy_values(s.policy) or {},
                               s.at_end or "flush", s.after_end or "stop", capacity, sorted(pushes.get(s.name, ())),
                               rank, consumer))
@@ -133,12 +131,8 @@ def setting_rows(program: ast.Program, placement: Placement) -> list[Setting]:
             rows.append(Setting(f"{c.name}.{key}", value, "default" if value == default else "placement"))
     for s in program.of(ast.Stream):
         settings = placement.stream(s.name)
-        if settings is not None and settings.capacity:
-            rows.append(Setting(f"stream.{s.name}.capacity", settings.capacity, "placement"))
-        elif s.capacity:
-            rows.append(Setting(f"stream.{s.name}.capacity", s.capacity, "model"))
-        else:
-            rows.append(Setting(f"stream.{s.name}.capacity", DEFAULT_STREAM_CAPACITY, "default"))
+        source = "placement" if settings is not None and settings.capacity else "model" if s.capacity else "default"
+        rows.append(Setting(f"stream.{s.name}.capacity", capacity_of(placement, s), source))
     rows.append(Setting("cluster.ranks", placement.cluster.ranks, "placement"))
     rows.append(Setting("cluster.device", placement.cluster.device, "placement"))
     return sorted(rows, key=lambda r: r.key)

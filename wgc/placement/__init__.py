@@ -10,7 +10,7 @@ merged) → build (schema tables in `keys.py`, checked against the program's fac
 
 from wgc.placement.codes import PLACEMENT_CODES
 from wgc.placement.load import load_placement
-from wgc.placement.memory import KvCapacity, MemoryLine, MemoryTable, RankMemory, estimate_memory
+from wgc.placement.memory import KvCapacity, MemoryLine, MemoryTable, RankMemory, capacity_of, estimate_memory
 from wgc.placement.schema import (
     Cluster,
     ComponentPlacement,
@@ -38,6 +38,7 @@ __all__ = [
     "StreamSettings",
     "Transport",
     "WalkPlacement",
+    "capacity_of",
     "estimate_memory",
     "load_placement",
 ]

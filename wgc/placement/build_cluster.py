@@ -43,7 +43,8 @@ def _memory(f: Fields, device: str, ctx: Ctx) -> tuple[int | None, Span]:
     if device == "cpu" and f.has("gpu"):
         ctx.error("P003", "`gpu` applies to cluster.device = \"cuda\"", f.key_span("gpu"),
                   ('for a CPU rank set `memory`, the budget per rank, or leave it out (unbounded)',))
-    gpu_span = f.at("gpu").span if f.at("gpu") else f.node.key  # type: ignore[union-attr]
+    gpu_at = f.at("gpu")
+    gpu_span = gpu_at.span if gpu_at else f.node.key
     if device == "cuda" and gpu is not None and gpu not in GPU_MEMORY_MIB and not f.has("memory"):
         known = ", ".join(GPU_MEMORY_MIB)
         ctx.error("P003", f'unknown GPU model "{gpu}": its memory is not known', gpu_span,

@@ -28,8 +28,10 @@ def build_components(top: Fields, facts: ProgramFacts, cluster: Cluster, ctx: Ct
             placed = _by_default(comp, top, defaults, default_engine, ctx)
         elif isinstance(entry[0], Fields):
             placed = _from_table(comp, entry[0], default_engine, cluster, ctx)
-        else:
+        elif isinstance(entry[0], tuple):
             placed = _from_ranks(comp, entry[0], entry[1].span, default_engine, ctx)
+        else:
+            placed = None
         if placed is not None:
             out[name] = placed
     return out
@@ -50,13 +52,15 @@ def _by_default(
                       (f"place it with `[components.{comp.name}] ranks = [0]`, or every unlisted component "
                        "with `[defaults] ranks = [0]`",), (Note(f"`{comp.name}` is declared here", comp.span),))
         return None
-    span = defaults.at("ranks").span  # type: ignore[union-attr]
-    return _from_ranks(comp, ranks, span, engine, ctx)
+    at = defaults.at("ranks")
+    return _from_ranks(comp, ranks, at.span if at else defaults.node.key, engine, ctx)
 
 
-def _from_ranks(comp: ComponentFacts, ranks: object, span: Span, engine: Fields | None, ctx: Ctx) -> ComponentPlacement:
+def _from_ranks(
+    comp: ComponentFacts, ranks: tuple[int, ...], span: Span, engine: Fields | None, ctx: Ctx
+) -> ComponentPlacement:
     settings = build_engine(comp.engine, comp.name, None, engine, span, ctx)
-    return ComponentPlacement(comp.name, comp.engine, tuple(ranks), 1, None, settings, span)  # type: ignore[arg-type]
+    return ComponentPlacement(comp.name, comp.engine, ranks, 1, None, settings, span)
 
 
 def _from_table(

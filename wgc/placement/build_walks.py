@@ -35,15 +35,15 @@ def _component_pins(
     walk: WalkFacts, f: Fields, facts: ProgramFacts, comps: dict[str, ComponentPlacement], ctx: Ctx
 ) -> tuple[Pin, ...]:
     pins = []
-    for cname, (ranks, node) in f.names("components").items():
+    for cname, (ranks, node) in f.rank_map("components").items():
         if cname not in facts.components:
             ctx.error("P008", f"unknown component `{cname}`", node.key, suggest(cname, facts.components))
         elif cname not in walk.components:
             calls = ", ".join(sorted(walk.components)) or "no component"
             ctx.error("P016", f"walk `{walk.name}` never calls component `{cname}`", node.key,
                       (f"walk `{walk.name}` calls {calls}",), (Note(f"walk `{walk.name}` is declared here", walk.span),))
-        elif cname in comps and _whole_copies(comps[cname], ranks, node, ctx):  # type: ignore[arg-type]
-            pins.append(Pin(cname, ranks, node.span))  # type: ignore[arg-type]
+        elif cname in comps and _whole_copies(comps[cname], ranks, node, ctx):
+            pins.append(Pin(cname, ranks, node.span))
     return tuple(pins)
 
 
@@ -51,15 +51,15 @@ def _branch_pins(
     walk: WalkFacts, f: Fields, declared: tuple[str, ...], comps: dict[str, ComponentPlacement], ctx: Ctx
 ) -> tuple[Pin, ...]:
     pins = []
-    for bname, (ranks, node) in f.names("branches").items():
+    for bname, (ranks, node) in f.rank_map("branches").items():
         if bname not in declared:
             shown = ", ".join(declared)
             known = f"its branches: {shown}" if declared else f"walk `{walk.name}` has no `parallel` block"
             ctx.error("P010", f"walk `{walk.name}` has no branch `{bname}`", node.key, (*suggest(bname, declared), known))
             continue
-        ok = all(_whole_copies(comps[c], ranks, node, ctx) for c in sorted(walk.in_branch(bname)) if c in comps)  # type: ignore[arg-type]
-        if ok:
-            pins.append(Pin(bname, ranks, node.span))  # type: ignore[arg-type]
+        callees = [comps[c] for c in sorted(walk.in_branch(bname)) if c in comps]
+        if all(_whole_copies(c, ranks, node, ctx) for c in callees):
+            pins.append(Pin(bname, ranks, node.span))
     return tuple(pins)
 
 

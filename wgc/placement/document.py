@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from tomllib import TOMLDecodeError, loads
 
 from wgc.diag.diagnostic import Diagnostic
 from wgc.lang.span import Span, point
 from wgc.placement.locate import KeyPath, Located, locate
-from wgc.placement.toml_compat import TOMLDecodeError, loads
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 _AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
@@ -41,11 +41,19 @@ class Node:
     def is_array(self) -> bool:
         return isinstance(self.value, tuple)
 
+    def children(self) -> dict[str, Node]:
+        """A table's entries (empty for anything else)."""
+        return self.value if isinstance(self.value, dict) else {}
+
+    def elements(self) -> tuple[Node, ...]:
+        """An array's elements (empty for anything else)."""
+        return self.value if isinstance(self.value, tuple) else ()
+
     def get(self, name: str) -> Node | None:
-        return self.value.get(name) if isinstance(self.value, dict) else None
+        return self.children().get(name)
 
     def items(self) -> list[tuple[str, Node]]:
-        return list(self.value.items()) if isinstance(self.value, dict) else []
+        return list(self.children().items())
 
 
 def dotted(path: KeyPath) -> str:

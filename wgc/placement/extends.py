@@ -38,27 +38,27 @@ def _load(
         return None
     ext = doc.get("extends")
     own = Node({k: v for k, v in doc.items() if k != "extends"}, doc.key, doc.span)
-    if ext is None:
-        sources.append(file)
-        return own
-    if not isinstance(ext.value, str) or not ext.value:
-        diags.append(Diagnostic("P003", "`extends` takes the path of a base file, as a string", ext.span))
-        sources.append(file)
-        return own
-    base_path = path.parent / ext.value
-    base_file = os.path.normpath(str(Path(file).parent / ext.value))
-    here = _identity(path)
-    seen = [_identity(p) for p, _ in chain] + [here]
-    if _identity(base_path) in seen:
-        diags.append(_cycle(ext, base_file, chain))
-    elif len(chain) >= MAX_EXTENDS_DEPTH:
-        diags.append(Diagnostic("P006", f"`extends` chain deeper than {MAX_EXTENDS_DEPTH} files", ext.span))
-    else:
-        base = _load(base_path, base_file, ext, (*chain, (path, ext)), diags, sources)
-        sources.append(file)
-        return merge(base, own) if base is not None else own
+    base = None
+    if ext is not None:
+        problem = _check_extends(ext, path, chain)
+        if problem is not None:
+            diags.append(problem)
+        else:
+            base_file = os.path.normpath(str(Path(file).parent / str(ext.value)))
+            base = _load(path.parent / str(ext.value), base_file, ext, (*chain, (path, ext)), diags, sources)
     sources.append(file)
-    return own
+    return merge(base, own) if base is not None else own
+
+
+def _check_extends(ext: Node, path: Path, chain: tuple[tuple[Path, Node], ...]) -> Diagnostic | None:
+    if not isinstance(ext.value, str) or not ext.value:
+        return Diagnostic("P003", "`extends` takes the path of a base file, as a string", ext.span)
+    seen = [_identity(p) for p, _ in chain] + [_identity(path)]
+    if _identity(path.parent / ext.value) in seen:
+        return _cycle(ext, chain)
+    if len(chain) >= MAX_EXTENDS_DEPTH:
+        return Diagnostic("P006", f"`extends` chain deeper than {MAX_EXTENDS_DEPTH} files", ext.span)
+    return None
 
 
 def _identity(path: Path) -> str:
@@ -68,11 +68,11 @@ def _identity(path: Path) -> str:
         return os.path.abspath(path)
 
 
-def _cycle(ext: Node, base_file: str, chain: tuple[tuple[Path, Node], ...]) -> Diagnostic:
+def _cycle(ext: Node, chain: tuple[tuple[Path, Node], ...]) -> Diagnostic:
     notes = tuple(Note(f"`{p.name}` extends `{n.value}` here", n.span) for p, n in chain)
     return Diagnostic(
         "P006",
-        f"`extends` cycle: `{base_file}` already extends this file",
+        f"`extends` cycle: `{ext.value}` already extends this file",
         ext.span,
         ("a base file must not extend, directly or through others, a file built on it",),
         notes,
@@ -83,7 +83,7 @@ def merge(base: Node, over: Node) -> Node:
     """`over` on top of `base`: tables merge key by key, anything else is replaced."""
     if not (base.is_table and over.is_table):
         return over
-    merged = dict(base.value)  # type: ignore[arg-type]
+    merged = dict(base.children())
     for key, value in over.items():
         old = merged.get(key)
         merged[key] = merge(old, value) if old is not None else value

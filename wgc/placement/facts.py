@@ -97,7 +97,7 @@ def program_facts(program: ast.Program) -> ProgramFacts:
             calls = tuple(_calls(w.body, (), set(components), labels))
             walks[w.name] = WalkFacts(w.name, w.span, calls)
             branches[w.name] = tuple(dict.fromkeys(_branch_names(w.body)))
-    streams = {s.name: _stream(s) for s in reversed(program.of(ast.Stream))}
+    streams = {s.name: stream_facts(s) for s in reversed(program.of(ast.Stream))}
     return ProgramFacts(models[0].name if models else None, components, walks, dict(reversed(streams.items())), branches)
 
 
@@ -164,7 +164,7 @@ def _branch_names(body: tuple[ast.Stmt, ...]) -> Iterator[str]:
             yield from _branch_names(stmt.body)
 
 
-def _stream(s: ast.Stream) -> StreamFacts:
+def stream_facts(s: ast.Stream) -> StreamFacts:
     names = POLICY_ARGS.get(s.policy.name)
     chunk = None
     if names is not None and len(s.policy.args) == len(names):

@@ -77,8 +77,9 @@ def integer(lo: int = 0, hi: int | None = None) -> Reader:
 
 
 def number(node: Node, ctx: Ctx) -> float | None:
-    if type(node.value) in (int, float):
-        return float(node.value)  # type: ignore[arg-type]
+    value = node.value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     return _wrong(node, ctx, "a number")
 
 
@@ -101,8 +102,9 @@ def int_list(lo: int = 1) -> Reader:
     def read(node: Node, ctx: Ctx) -> tuple[int, ...] | None:
         if not node.is_array:
             return _wrong(node, ctx, "an array of integers")
-        values = [element(n, ctx) for n in node.value]  # type: ignore[union-attr]
-        return None if any(v is None for v in values) else tuple(values)  # type: ignore[arg-type]
+        values = [element(n, ctx) for n in node.elements()]
+        ints = tuple(v for v in values if isinstance(v, int))
+        return ints if len(ints) == len(values) else None
 
     return read
 
@@ -116,7 +118,7 @@ def rank_set(node: Node, ctx: Ctx) -> tuple[int, ...] | None:
     if type(value) is int:
         ranks = [(value, node)]
     elif node.is_array:
-        ranks = [(n.value, n) for n in value]  # type: ignore[union-attr]
+        ranks = [(n.value, n) for n in node.elements()]
     elif isinstance(value, str) and (m := _RANGE.fullmatch(value)):
         lo, hi = int(m.group(1)), int(m.group(2))
         if hi < lo:
@@ -132,12 +134,14 @@ def rank_set(node: Node, ctx: Ctx) -> tuple[int, ...] | None:
 
 
 def _checked_ranks(ranks: list[tuple[object, Node]], ctx: Ctx) -> tuple[int, ...] | None:
-    ok, seen = True, set()
+    ok, seen, out = True, set(), []
     for rank, at in ranks:
-        if type(rank) is not int or rank < 0:
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
             ctx.error("P003", f"a rank is an integer from 0, found {rank!r}", at.span)
             ok = False
-        elif rank in seen:
+            continue
+        out.append(rank)
+        if rank in seen:
             ctx.error("P003", f"rank {rank} is listed twice", at.span)
             ok = False
         elif ctx.rank_count is not None and rank >= ctx.rank_count:
@@ -146,4 +150,4 @@ def _checked_ranks(ranks: list[tuple[object, Node]], ctx: Ctx) -> tuple[int, ...
                       (f"cluster.ranks is {ctx.rank_count}",))
             ok = False
         seen.add(rank)
-    return tuple(r for r, _ in ranks) if ok else None  # type: ignore[misc]
+    return tuple(out) if ok else None

@@ -83,6 +83,10 @@ class Fields:
         v = self.get(key)
         return v if isinstance(v, dict) else {}
 
+    def rank_map(self, key: str) -> dict[str, tuple[tuple[int, ...], Node]]:
+        """A `map_of(rank_set)` table: name → (ranks, node), valid entries only."""
+        return {k: (v, n) for k, (v, n) in self.names(key).items() if isinstance(v, tuple)}
+
 
 def read_table(node: Node, spec: Spec, ctx: Ctx) -> Fields | None:
     what = node.name
@@ -101,7 +105,7 @@ def read_table(node: Node, spec: Spec, ctx: Ctx) -> Fields | None:
         if value is not None:
             values[name] = (value, child)
     for name, key in spec.items():
-        if key.required and name not in node.value:  # type: ignore[operator]
+        if key.required and name not in node.children():
             ctx.error("P004", f"{what} needs `{name}`", node.key)
     return Fields(node, values)
 
@@ -141,7 +145,7 @@ def array_of(spec: Spec) -> Reader:
         if not node.is_array:
             ctx.error("P003", f"{node.name} must be an array of tables (`[[...]]`)", node.span)
             return None
-        items = [read_table(n, spec, ctx) for n in node.value]  # type: ignore[union-attr]
+        items = [read_table(n, spec, ctx) for n in node.elements()]
         return tuple(f for f in items if f is not None)
 
     return read

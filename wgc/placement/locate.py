@@ -16,9 +16,9 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
+from tomllib import TOMLDecodeError, loads
 
 from wgc.lang.span import Span
-from wgc.placement.toml_compat import TOMLDecodeError, loads
 
 KeyPath = tuple[str | int, ...]
 
@@ -31,7 +31,7 @@ _SCALAR = re.compile(r"[^\s,\]\}#]+")
 
 @dataclass(frozen=True)
 class Located:
-    key: Span  # the key (dotted keys: all parts); an array element: the element itself
+    key: Span  # the key's own name (the last part of a dotted key); an array element: the element
     value: Span  # the value; a table from a header: the whole `[header]`
 
 
@@ -122,13 +122,13 @@ class _Scanner:
             if last and many:
                 index = self.aot.get(path, 0)
                 self.aot[path] = index + 1
-                self.record(path, self.span(parts[0][1], p1), self.span(parts[0][1], p1), implicit=True)
+                self.record(path, self.span(p0, p1), self.span(parts[0][1], p1), implicit=True)
                 path = (*path, index)
             elif path in self.aot:
                 path = (*path, self.aot[path] - 1)
             if not last:
                 self.record(path, self.span(p0, p1), self.span(p0, p1), implicit=True)
-        self.record(path, self.span(parts[0][1], parts[-1][2]), self.span(start, self.i))
+        self.record(path, self.span(parts[-1][1], parts[-1][2]), self.span(start, self.i))
         return path
 
     def keyval(self, table: KeyPath) -> None:
@@ -143,7 +143,7 @@ class _Scanner:
         path = (*path, parts[-1][0])
         start = self.i
         self.value(path)
-        self.record(path, self.span(parts[0][1], parts[-1][2]), self.span(start, self.i))
+        self.record(path, self.span(parts[-1][1], parts[-1][2]), self.span(start, self.i))
 
     def key(self) -> list[tuple[str, int, int]]:
         parts = [self.simple_key()]

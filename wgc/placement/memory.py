@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from wgc.lang import ast
-from wgc.placement.facts import ComponentFacts, ProgramFacts, StreamFacts, program_facts
+from wgc.placement.facts import ComponentFacts, ProgramFacts, StreamFacts, program_facts, stream_facts
 from wgc.placement.items import item_bytes
 from wgc.placement.schema import ComponentPlacement, Placement
 from wgc.placement.tables import DEFAULT_STREAM_CAPACITY
@@ -129,10 +129,9 @@ def _kv_pool(comp: ComponentPlacement, f: ComponentFacts, rank: int, memory: int
         pool, formula = int(e.kv_memory_fraction * memory), f"{e.kv_memory_fraction:g} × {fmt_bytes(memory)}"
     else:
         pool, formula = 0, "no KV pool size"
-    shape = [f.ints.get(k) for k in ("kv_layers", "kv_heads", "head_dim")]
+    layers, heads, head_dim = (f.ints.get(k, 0) for k in ("kv_layers", "kv_heads", "head_dim"))
     tokens = None
-    if all(shape) and pool:
-        layers, heads, head_dim = shape  # type: ignore[misc]
+    if layers > 0 and heads > 0 and head_dim > 0 and pool:
         per_token = 2 * layers * math.ceil(heads / comp.tp) * head_dim * f.dtype_bytes
         tokens = pool // (e.page_size * per_token) * e.page_size
         formula += f" → {tokens:,} tokens at {fmt_bytes(per_token)}/token"
@@ -151,6 +150,11 @@ def _graphs(comp: ComponentPlacement, f: ComponentFacts) -> MemoryLine:
         formula += f" + {sum(buckets)} × {hidden} × {f.dtype_bytes} B × {GRAPH_ACTIVATION_FACTOR}{tp}"
         total += act
     return MemoryLine("cuda graphs", comp.name, total, formula + f" (buckets {', '.join(map(str, buckets))})")
+
+
+def capacity_of(placement: Placement, decl: ast.Stream) -> int:
+    """Items buffered per request on stream `decl`: the placement's, the program's, else the default."""
+    return stream_capacity(stream_facts(decl), placement)
 
 
 def stream_capacity(stream: StreamFacts, placement: Placement) -> int:

@@ -1,0 +1,85 @@
+"""Toy components: exact, tiny, inspectable. Each records how it was called so tests can count batches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wgc.runtime.component import Call, Component
+
+
+class Recording(Component):
+    def __init__(self, spec, rank, device) -> None:
+        super().__init__(spec, rank, device)
+        self.batches: list[tuple[str, int]] = []  # (entry, batch size) per call
+        self.state: dict[tuple[int, str], list[Any]] = {}  # (request, label) → history (a KV stand-in)
+
+    def call(self, entry: str, calls: list[Call]) -> list[Any]:
+        self.batches.append((entry, len(calls)))
+        return super().call(entry, calls)
+
+    def _hist(self, c: Call) -> list[Any]:
+        return self.state.setdefault((c.request, c.label or self.default_label()), [])
+
+    def fork(self, request: int, target: str, source: str) -> None:
+        self.state[(request, target)] = list(self.state.get((request, source or self.default_label()), []))
+
+    def export_label(self, request: int, label: str) -> Any:
+        return list(self.state.get((request, label), []))
+
+    def import_label(self, request: int, label: str, state: Any) -> None:
+        self.state[(request, label)] = list(state)
+
+    def checkpoint(self, request: int, label: str) -> Any:
+        return len(self.state.get((request, label), []))
+
+    def restore(self, request: int, label: str, checkpoint: Any) -> None:
+        del self.state.setdefault((request, label), [])[checkpoint:]
+
+    def release(self, request: int) -> None:
+        for key in [k for k in self.state if k[0] == request]:
+            del self.state[key]
+
+    def counters(self) -> dict[str, int]:
+        return {"requests": len({k[0] for k in self.state})}
+
+
+class Counter(Recording):
+    """A token generator: prefill gives the prompt's length, decode adds one; its KV is the token history."""
+
+    def prefill(self, calls: list[Call]) -> list[Any]:
+        out = []
+        for c in calls:
+            self._hist(c).append(len(str(c.args[0])))
+            out.append(len(str(c.args[0])))
+        return out
+
+    def see(self, calls: list[Call]) -> list[Any]:
+        return self.prefill(calls)
+
+    def decode(self, calls: list[Call]) -> list[Any]:
+        out = []
+        for c in calls:
+            self._hist(c).append(c.args[0] + 1)
+            out.append(c.args[0] + 1)
+        return out
+
+    def history(self, calls: list[Call]) -> list[Any]:
+        return [list(self._hist(c)) for c in calls]
+
+    def velocity(self, calls: list[Call]) -> list[Any]:
+        weights = {"main": 1, "cfg_text": 10, "cfg_img": 100}
+        return [c.args[0] * 0 + weights.get(c.label, 1) + c.args[1] for c in calls]
+
+
+class Mixer(Recording):
+    def step(self, calls: list[Call]) -> list[Any]:
+        return [c.args[0] + sum(c.args[1:]) for c in calls]
+
+    def add(self, calls: list[Call]) -> list[Any]:
+        return [c.args[0] + c.args[1] for c in calls]
+
+    def chunk(self, calls: list[Call]) -> list[Any]:
+        return [list(c.args[0]) if isinstance(c.args[0], list) else c.args[0] for c in calls]
+
+    def frame(self, calls: list[Call]) -> list[Any]:
+        return [(c.args[0] if c.args[0] is not None else -1) * 10 for c in calls]
