@@ -11,15 +11,16 @@ request ends.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from wgc.plan.model import ComponentSpec
 
 
-@dataclass(frozen=True)
-class Call:
-    """One invocation of an entry point: whose, on which cache label, with which arguments."""
+class Call(NamedTuple):
+    """One invocation of an entry point: whose, on which cache label, with which arguments.
+
+    A NamedTuple rather than a dataclass: one is built per request per step, on the hot path.
+    """
 
     request: int
     label: str  # "" means the component's default label

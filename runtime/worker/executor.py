@@ -38,7 +38,7 @@ from wgc.runtime.messages import (
 )
 from wgc.runtime.worker.context import RankPlan
 from wgc.runtime.worker.instance import Instance
-from wgc.runtime.worker.interpret import Blocked, Interpreter, StepError
+from wgc.runtime.worker.interpret import Interpreter, StepError
 from wgc.runtime.worker.streams import StreamTable
 
 from wgc.plan.model import Plan, Run
@@ -188,58 +188,64 @@ class Executor:
 
     def run(self) -> None:
         """Run until every instance is blocked on a message or finished."""
+        advance = self.interp.advance
         while self.ready:
             batches: dict[tuple[str, str], list[Instance]] = {}
             while self.ready:
                 inst = self.ready.popleft()
                 if (inst.request, inst.key) not in self.instances:
                     continue
-                self._advance(inst, batches)
+                try:
+                    status = advance(inst)
+                except StepError as err:
+                    self.fail(inst.request, str(err))
+                    continue
+                if status is None:
+                    self.finish(inst)
+                elif status.__class__ is Run:
+                    inst.dispatched = True
+                    group = batches.get((status.component, status.entry))
+                    if group is None:
+                        batches[(status.component, status.entry)] = [inst]
+                    else:
+                        group.append(inst)
+                else:
+                    inst.waiting = status.reason
             for (component, entry), group in batches.items():
                 self._dispatch(component, entry, group)
-
-    def _advance(self, inst: Instance, batches: dict[tuple[str, str], list[Instance]]) -> None:
-        try:
-            status = self.interp.advance(inst)
-        except StepError as err:
-            self.fail(inst.request, str(err))
-            return
-        if isinstance(status, Run):
-            inst.dispatched = True
-            batches.setdefault((status.component, status.entry), []).append(inst)
-        elif isinstance(status, Blocked):
-            inst.waiting = status.reason
-        else:
-            self.finish(inst)
 
     def _dispatch(self, component: str, entry: str, group: list[Instance]) -> None:
         comp = self.components[component]
         limit = int(comp.spec.settings.get("max_batch", 0) or 0) or len(group)
-        lanes: list[tuple[Instance, int, Call]] = []
+        calls: list[Call] = []
+        targets: list[tuple[Instance, str]] = []  # where each call's result goes
+        getters_of = self.interp.arg_getters
         for inst in group:
             ins = inst.code[inst.pc]
-            assert isinstance(ins, Run)
-            for lane, (args, label) in enumerate(zip(ins.args, ins.labels)):
-                self.interp.before_call(inst, comp, label)
-                values = tuple(self.interp.eval(a, inst) for a in args)
-                lanes.append((inst, lane, Call(inst.request, label, values)))
-        for start in range(0, len(lanes), max(1, limit)):
-            part = lanes[start:start + limit]
             try:
-                results = comp.call(entry, [c for _, _, c in part])
+                for getters, label, out in zip(getters_of(ins), ins.labels, ins.outputs):
+                    if inst.pending:
+                        self.interp.before_call(inst, comp, label)
+                    calls.append(Call(inst.request, label, tuple([g(inst) for g in getters])))
+                    targets.append((inst, out))
+            except KeyError as err:
+                self.fail(inst.request, str(self.interp.missing_value(inst, err.args[0])))
+        for start in range(0, len(calls), max(1, limit)):
+            try:
+                results = comp.call(entry, calls[start:start + limit])
             except Exception as err:  # noqa: BLE001 - a component failure fails its requests, not the rank
-                for req in {i.request for i, _, _ in part}:
+                for req in {c.request for c in calls[start:start + limit]}:
                     self.fail(req, f"rank {self.rank}: {component}.{entry} raised {type(err).__name__}: {err}")
                 continue
             self.stats["batched_calls"] += 1
-            self.stats["runs"] += len(part)
-            for (inst, lane, _), value in zip(part, results):
-                out = inst.code[inst.pc].outputs[lane]
+            self.stats["runs"] += len(results)
+            for (inst, out), value in zip(targets[start:start + limit], results):
                 if out:
                     inst.frame[out] = value
+        live = self.instances
         for inst in group:
             inst.dispatched = False
-            if (inst.request, inst.key) in self.instances:
+            if (inst.request, inst.key) in live:
                 inst.pc += 1
                 self.ready.append(inst)
 

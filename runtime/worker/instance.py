@@ -41,6 +41,7 @@ class Instance:
     loops: list[LoopState] = field(default_factory=list)
     waiting: tuple[str, ...] | None = None  # why it cannot run: ("recv", tag), ("pop", stream), ("credit", stream)
     dispatched: bool = False  # its RUN is in a batch being executed
+    pending: int = 0  # loops whose previous stop is not applied yet (speculation), for a cheap check
 
     @property
     def finished(self) -> bool:

@@ -15,6 +15,7 @@ anyone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from wgc.runtime.worker.executor import Executor
 
 VISIBLE = (m.Emit, m.Push, m.Send, m.KvSend, m.Fork, m.Next)
+_APPLY_STOP_BEFORE = frozenset({*VISIBLE, m.EndLoop})
 
 
 @dataclass(frozen=True)
@@ -91,12 +93,16 @@ class Interpreter:
             m.Fork: self._fork, m.KvSend: self._kvsend, m.KvRecv: self._kvrecv, m.Free: self._free,
             m.Next: self._next,
         }
+        self._getters: dict[int, list[list[Callable[[Instance], Any]]]] = {}  # keyed by id(): plan lives as long
 
     def eval(self, e: m.Expr, inst: Instance) -> Any:
         try:
             return evaluate(e, _Env(self.ex, inst))
         except KeyError as err:
             raise self._error(inst, f"value `{err.args[0]}` is not available (freed or never set)") from None
+
+    def missing_value(self, inst: Instance, name: str) -> StepError:
+        return self._error(inst, f"value `{name}` is not available (freed or never set)")
 
     def _error(self, inst: Instance, message: str) -> StepError:
         ins = inst.code[min(inst.pc, len(inst.code) - 1)]
@@ -108,19 +114,35 @@ class Interpreter:
     # ---- the loop --------------------------------------------------------------------------
 
     def advance(self, inst: Instance) -> m.Run | Blocked | None:
-        while not inst.finished:
-            ins = inst.code[inst.pc]
-            if isinstance(ins, VISIBLE) or isinstance(ins, m.EndLoop):
-                if self._apply_pending_stop(inst, ins):
-                    continue
-            if isinstance(ins, m.Run):
+        code, handlers = inst.code, self.handlers
+        while inst.pc < len(code):
+            ins = code[inst.pc]
+            kind = type(ins)
+            if inst.pending and kind in _APPLY_STOP_BEFORE and self._apply_pending_stop(inst, ins):
+                continue
+            if kind is m.Run:
                 return ins
-            outcome = self.handlers[type(ins)](inst, ins)
-            if isinstance(outcome, Blocked):
+            outcome = handlers[kind](inst, ins)
+            if outcome is not None:
                 return outcome
-            if outcome is None:
-                inst.pc += 1
+            inst.pc += 1
         return None
+
+    def arg_getters(self, ins: m.Run) -> list[list[Callable[[Instance], Any]]]:
+        """Per lane, one function per argument: frame lookups and literals skip the evaluator."""
+        cached = self._getters.get(id(ins))
+        if cached is None:
+            cached = self._getters[id(ins)] = [[self._getter(a) for a in lane] for lane in ins.args]
+        return cached
+
+    def _getter(self, e: m.Expr) -> Callable[[Instance], Any]:
+        if isinstance(e, m.EVal):
+            name = e.name
+            return lambda inst: inst.frame[name]
+        if isinstance(e, m.ELit):
+            value = e.value
+            return lambda inst: value
+        return lambda inst: evaluate(e, _Env(self.ex, inst))
 
     def before_call(self, inst: Instance, comp: Component, label: str) -> None:
         """A speculative RUN on a kv component: remember the label's extent so it can be rolled back."""
@@ -197,6 +219,12 @@ class Interpreter:
 
     def _endloop(self, inst: Instance, ins: m.EndLoop) -> Blocked | None:
         loop = inst.loops[-1]
+        if ins.stop is None and not loop.accumulated and loop.count + 1 < loop.bound:  # the common case, fast
+            loop.count += 1
+            if loop.index:
+                inst.frame[loop.index] = loop.count
+            inst.pc = loop.head
+            return None
         for y in ins.yields:
             if y.kind == "accumulated":
                 loop.accumulated[y.name].append(self._value(inst, y.name))
@@ -208,6 +236,7 @@ class Interpreter:
             return None  # the caller's pc += 1 leaves the loop
         if stop:  # speculative: the next iteration starts before this stop is applied
             loop.pending_stop = True
+            inst.pending += 1
             loop.saved = {name: inst.frame.get(name, FREED) for name in self._loop_values(inst, loop, ins)}
             loop.checkpoints = {}
         if loop.index:
@@ -235,6 +264,7 @@ class Interpreter:
         if loop is None or (loop is not inst.loops[-1] and not isinstance(ins, VISIBLE)):
             return False
         loop.pending_stop = None
+        inst.pending -= 1
         for (component, label), cp in loop.checkpoints.items():
             self.ex.components[component].restore(inst.request, label, cp)
         for name, value in loop.saved.items():

@@ -16,7 +16,7 @@ from wgc.cli.sources import fail, read_source
               help="Placement TOML file.")
 @click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
               help="Plan file to write (default: the model file with .plan).")
-def compile(source: str, placement: str, output: str | None) -> None:  # noqa: A001 - the command's name
+def compile(source: str, placement: str, output: str | None) -> None:
     """Compile a .walk program for a placement into a plan file."""
     from wgc import settings
     from wgc.compile import compile_program

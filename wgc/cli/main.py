@@ -8,6 +8,7 @@ from wgc import __version__
 from wgc.cli.check_cmd import check
 from wgc.cli.compile_cmd import compile
 from wgc.cli.fmt_cmd import fmt
+from wgc.cli.graph_cmd import graph
 from wgc.cli.inspect_cmd import inspect
 
 
@@ -21,6 +22,7 @@ cli.add_command(check)
 cli.add_command(fmt)
 cli.add_command(compile)
 cli.add_command(inspect)
+cli.add_command(graph)
 
 
 def main() -> None:
