@@ -13,13 +13,13 @@ PARAM_TYPES: dict[str, Ty] = {"int": INT, "float": FLOAT, "bool": BOOL, "str": S
 ENGINES = ("kv", "stateless")
 # Component attributes: name → (accepted literal kinds, meaning). Placement reads them.
 ATTRIBUTES: dict[str, tuple[tuple[type, ...], str]] = {
-    "weights": ((ast.SizeLit, ast.IntLit), "parameter count, e.g. 7.2B"),
-    "dtype": ((ast.Name,), "weight dtype, e.g. bf16"),
-    "kv_layers": ((ast.IntLit,), "layers that keep a KV cache"),
-    "kv_heads": ((ast.IntLit,), "key/value heads per layer"),
-    "head_dim": ((ast.IntLit,), "size of one attention head"),
-    "max_seq_len": ((ast.IntLit,), "longest sequence the KV cache must hold"),
-    "hidden": ((ast.IntLit,), "hidden size"),
+    "weights": ((ast.SizeLit, ast.IntLit), "a parameter count such as 7.2B"),
+    "dtype": ((ast.Name,), "a weight dtype such as bf16"),
+    "kv_layers": ((ast.IntLit,), "an integer (layers that keep a KV cache)"),
+    "kv_heads": ((ast.IntLit,), "an integer (key/value heads per layer)"),
+    "head_dim": ((ast.IntLit,), "an integer (size of one attention head)"),
+    "max_seq_len": ((ast.IntLit,), "an integer (longest sequence the KV cache holds)"),
+    "hidden": ((ast.IntLit,), "an integer (hidden size)"),
 }
 _LITERAL_KIND = {ast.IntLit: "int", ast.FloatLit: "float", ast.StrLit: "str", ast.BoolLit: "bool", ast.SizeLit: "int"}
 
@@ -147,9 +147,12 @@ def _check_component(ctx: Context, c: ast.Component) -> None:
     if c.engine not in ENGINES:
         ctx.error("E030", f"unknown engine `{c.engine}` for component `{c.name}`", c.span,
                   did_you_mean(c.engine, ENGINES) or ("engines: kv (paged KV cache), stateless",))
-    if len(c.cls) < 2 or c.cls[0] not in ctx.symbols.imports:
+    if len(c.cls) < 2:
+        ctx.error("E029", f"component class `{c.cls[0]}` needs a module alias: `ALIAS.{c.cls[0]}`", c.span,
+                  ("import the module first: `import wgc.models.MODULE as ALIAS`",))
+    elif c.cls[0] not in ctx.symbols.imports:
         alias = c.cls[0]
-        ctx.error("E029", f"`{'.'.join(c.cls)}`: no import is named `{alias}`", c.span,
+        ctx.error("E029", f"`{'.'.join(c.cls)}`: no import is named `{alias}` (the module alias)", c.span,
                   did_you_mean(alias, ctx.symbols.imports) or (f"add `import wgc.models.MODULE as {alias}`",))
     member_names: dict[str, Span] = {}
     for m in c.members:
@@ -164,11 +167,18 @@ def _check_component(ctx: Context, c: ast.Component) -> None:
 
 def _check_member(ctx: Context, c: ast.Component, m: ast.Node) -> None:
     if isinstance(m, ast.Entry):
+        seen: set[str] = set()
+        for a in m.args:
+            if a.name in seen:
+                ctx.error("E003", f"entry `{c.name}.{m.name}` has two arguments named `{a.name}`", a.span)
+            seen.add(a.name)
         args = tuple(convert(ctx, a.type) for a in m.args)
         returns = convert(ctx, m.returns) if m.returns is not None else Ty("none")
         ctx.symbols.entries[(c.name, m.name)] = EntrySig(c.name, m, args, returns)
     elif isinstance(m, ast.Const):
-        ctx.symbols.consts[(c.name, m.name)] = convert(ctx, m.type)
+        ty = convert(ctx, m.type)
+        ctx.symbols.consts[(c.name, m.name)] = ty
+        _check_const_value(ctx, c, m, ty)
     elif isinstance(m, ast.Labels):
         if c.engine != "kv":
             ctx.error("E024", f"component `{c.name}` is {c.engine}: only kv components have cache labels", m.span)
@@ -183,6 +193,25 @@ def _check_member(ctx: Context, c: ast.Component, m: ast.Node) -> None:
         _check_attribute(ctx, c, m)
 
 
+# Const type kind → literal kinds that can stand for it.
+_CONST_LITERALS: dict[str, tuple[type, ...]] = {
+    "token": (ast.IntLit,), "int": (ast.IntLit,), "scalar": (ast.IntLit, ast.FloatLit), "float": (ast.IntLit, ast.FloatLit),
+    "bool": (ast.BoolLit,), "str": (ast.StrLit,), "text": (ast.StrLit,),
+}
+
+
+def _check_const_value(ctx: Context, c: ast.Component, k: ast.Const, ty: Ty) -> None:
+    if k.value is None or ty.kind == "unknown":
+        return
+    allowed = _CONST_LITERALS.get(ty.kind) if not ty.dims else None
+    if allowed is None:
+        ctx.error("E011", f"const `{c.name}.{k.name}` of type {ty} cannot take a literal value", k.value.span,
+                  ("leave the value out: the component provides it",))
+    elif not isinstance(k.value, allowed):
+        ctx.error("E011", f"const `{c.name}.{k.name}` is {ty}, but `{_show(k.value)}` is {_literal_kind(k.value)}",
+                  k.value.span)
+
+
 def _check_attribute(ctx: Context, c: ast.Component, a: ast.Attr) -> None:
     rule = ATTRIBUTES.get(a.name)
     if rule is None:
@@ -191,7 +220,7 @@ def _check_attribute(ctx: Context, c: ast.Component, a: ast.Attr) -> None:
         return
     kinds, meaning = rule
     if not isinstance(a.value, kinds):
-        ctx.error("E036", f"attribute `{a.name}` takes a {meaning}", a.value.span)
+        ctx.error("E036", f"attribute `{a.name}` takes {meaning}", a.value.span)
     elif a.name == "dtype" and a.value.id not in {"bf16", "f16", "f32", "f64", "fp8", "i8"}:
         ctx.error("E036", f"unknown weight dtype `{a.value.id}`", a.value.span, ("dtypes: bf16, f16, f32, f64, fp8, i8",))
     elif isinstance(a.value, (ast.IntLit, ast.SizeLit)) and a.value.value < (0 if a.name == "weights" else 1):

@@ -52,7 +52,11 @@ class ExprChecker:
         return None
 
     def recv(self, e: ast.Recv) -> Ty:
-        self.ctx.error("E041", "`recv` is only allowed inside a walk's loop", e.span)
+        self.ctx.error("E041", "`recv` is only allowed inside a walk's loop", e.span,
+                       ("a stream is read one chunk per loop iteration: `loop N { x = recv s ... }`",))
+        info = self.ctx.symbols.streams.get(e.stream)
+        if info is not None:
+            info.recvs.append(e.span)  # it is still this stream's reader: no second error for "nothing reads"
         return UNKNOWN
 
     # ---- common rules ---------------------------------------------------------
@@ -227,12 +231,16 @@ class ExprChecker:
         self._calls += 1
         fresh = str(self._calls)
         params = [a.name for a in sig.entry.args]
-        bound: dict[str, ast.Expr] = dict(zip(params, e.args, strict=False))
+        bound: dict[str, ast.Expr] = dict(zip(params, e.args))
         if len(e.args) > len(params):
             self.ctx.error("E028", f"`{comp.name}.{sig.entry.name}` takes {len(params)} argument(s), "
                            f"{len(e.args)} given", e.span, (f"signature: {_signature(sig)}",))
+        seen_cache = False
         for k in e.kwargs:
-            if k.name == "cache":
+            if k.name == "cache" and seen_cache:
+                self.ctx.error("E028", "`cache=` is given twice", k.span)
+            elif k.name == "cache":
+                seen_cache = True
                 self._cache_label(comp, k)
             elif k.name not in params:
                 self.ctx.error("E028", f"`{comp.name}.{sig.entry.name}` has no argument `{k.name}`", k.span,
@@ -245,7 +253,7 @@ class ExprChecker:
         if missing and len(e.args) <= len(params):
             self.ctx.error("E028", f"`{comp.name}.{sig.entry.name}` is missing " + ", ".join(f"`{m}`" for m in missing),
                            e.span, (f"signature: {_signature(sig)}",))
-        for name, ty in zip(params, sig.args, strict=False):
+        for name, ty in zip(params, sig.args):
             if name in bound:
                 arg = bound[name]
                 self.expect(rename(ty, fresh), arg, self.check(arg), f"argument `{name}` of {comp.name}.{sig.entry.name}")
@@ -272,6 +280,6 @@ def _number_like(ty: Ty) -> bool:
 
 
 def _signature(sig) -> str:
-    args = ", ".join(f"{a.name}: {t}" for a, t in zip(sig.entry.args, sig.args, strict=False))
+    args = ", ".join(f"{a.name}: {t}" for a, t in zip(sig.entry.args, sig.args))
     ret = f" -> {sig.returns}" if sig.returns != NONE else ""
     return f"{sig.entry.name}({args}){ret}"

@@ -26,6 +26,7 @@ PART_KINDS: dict[str, frozenset[str]] = {
 class FlowGraph:
     edges: dict[str, list[str]] = field(default_factory=dict)
     first_seen: dict[str, Span] = field(default_factory=dict)
+    broken: bool = False  # a transition names an unknown walk
 
     def add(self, a: str, b: str, span: Span) -> None:
         self.edges.setdefault(a, []).append(b)
@@ -94,7 +95,10 @@ def check_flows(ctx: Context) -> None:
         reached |= _check_flow(ctx, flow)
     for info in ctx.symbols.walks.values():
         w = info.decl
-        if w.on is None and w.name not in reached:
+        if w.name in ("start", "done"):
+            ctx.error("E022", f"a walk named `{w.name}` can never run: in a flow, `{w.name}` is the flow's "
+                      f"{'first' if w.name == 'start' else 'final'} state", w.span, ("rename the walk",))
+        elif w.on is None and w.name not in reached:
             ctx.error("E022", f"walk `{w.name}` is unreachable: no flow leads to it from `start`", w.span,
                       ("add it to a flow, e.g. `start -> " + w.name + " -> done`",))
 
@@ -103,10 +107,14 @@ def _check_flow(ctx: Context, flow: ast.Flow) -> set[str]:
     if flow.when is not None:
         ConditionChecker(ctx).condition(flow.when, "a flow's `when` condition")
     graph = FlowGraph()
-    eaches = {item.name: item for item in flow.items if isinstance(item, ast.Each)}
-    for name, each in eaches.items():
-        if name in ctx.symbols.walks:
-            ctx.error("E003", f"each-block `{name}` has the name of a walk", each.span)
+    eaches: dict[str, ast.Each] = {}
+    for each in (item for item in flow.items if isinstance(item, ast.Each)):
+        if each.name in eaches:
+            ctx.error("E003", f"two each-blocks are named `{each.name}`", each.span,
+                      notes=(Note("first each-block", eaches[each.name].span),))
+        elif each.name in ctx.symbols.walks:
+            ctx.error("E003", f"each-block `{each.name}` has the name of a walk", each.span)
+        eaches.setdefault(each.name, each)
     for item in flow.items:
         if isinstance(item, ast.Chain):
             _chain(ctx, item, graph, eaches)
@@ -117,6 +125,8 @@ def _check_flow(ctx: Context, flow: ast.Flow) -> set[str]:
         ctx.error("E023", f"{label} has no `start`", flow.span, ("begin it with `start -> WALK`",))
         return set()
     forward = graph.reachable("start")
+    if graph.broken:
+        return forward  # an unknown walk is reported already; its gap would only add false dead ends
     finishing = graph.reachable("done", reverse=True) if "done" in graph.edges else set()
     for node in sorted(forward - finishing - {"done"}):
         span = graph.first_seen.get(node, flow.span)
@@ -136,13 +146,14 @@ def _chain(ctx: Context, chain: ast.Chain, graph: FlowGraph, eaches: dict[str, a
     if chain.when is not None:
         ConditionChecker(ctx).condition(chain.when, "a transition's `when` condition")
     nodes = chain.nodes
-    ok = all([_node(ctx, n, eaches) for n in nodes])
-    for a, b in zip(nodes, nodes[1:], strict=False):
+    known = [_node(ctx, n, eaches) for n in nodes]
+    graph.broken |= not all(known)
+    for i, (a, b) in enumerate(zip(nodes, nodes[1:])):
         if a.name == "done":
             ctx.error("E023", "`done` ends the flow; nothing can follow it", a.span)
         elif b.name == "start":
             ctx.error("E023", "`start` cannot be the target of a transition", b.span)
-        elif ok:
+        elif known[i] and known[i + 1]:
             graph.add(a.name, b.name, b.span)
             _bind(ctx, a.name, b)
     if nodes[0].name == "start":
@@ -161,6 +172,7 @@ def _each(ctx: Context, each: ast.Each, graph: FlowGraph, eaches: dict[str, ast.
         if arm.when is not None:
             ConditionChecker(ctx, part=each.var).condition(arm.when, "an arm's `when` condition")
         if not all([_node(ctx, n, eaches) for n in arm.walks]):
+            graph.broken = True
             continue
         previous = each.name
         for i, n in enumerate(arm.walks):

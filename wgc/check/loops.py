@@ -18,10 +18,11 @@ def check_bound(w: WalkChecker, s: ast.Loop) -> None:
         w.ctx.error("E017", "a `loop until` needs a bound: no hidden global cap", s.span,
                     ("add `max N` (a number, or an int param with a declared range)",))
         return
-    ty = w.check(s.bound)
-    if ty.kind not in ("int", "unknown"):
-        w.ctx.error("E018", f"a loop bound must be an integer, found {ty}", s.bound.span)
+    before = len(w.ctx.diagnostics)
     _static_bound(w, s.bound)
+    ty = w.check(s.bound)
+    if ty.kind not in ("int", "unknown") and len(w.ctx.diagnostics) == before:
+        w.ctx.error("E018", f"a loop bound must be an integer, found {ty}", s.bound.span)
 
 
 def _static_bound(w: WalkChecker, e: ast.Expr) -> None:
@@ -30,7 +31,7 @@ def _static_bound(w: WalkChecker, e: ast.Expr) -> None:
         param = w.ctx.symbols.params.get(e.id)
         if param is None:
             if w.scope.lookup(e.id) is not None:
-                w.ctx.error("E018", f"loop bound `{e.id}` is a value computed in the walk; a bound must be known "
+                w.ctx.error("E018", f"loop bound `{e.id}` is a value of the walk, but a bound must be known "
                             "when the loop starts", e.span, ("use a number or a request param",))
             return
         if param.type == "int" and param.bounds is None:

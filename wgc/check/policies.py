@@ -31,9 +31,12 @@ def policy_values(policy: ast.Policy) -> dict[str, int] | None:
         return None
     values: dict[str, int] = {}
     for i, arg in enumerate(policy.args):
-        name = arg.name if arg.name is not None else (rule.params[i] if i < len(rule.params) else f"#{i + 1}")
-        values[name] = arg.value
+        values.setdefault(_arg_name(rule, i, arg), arg.value)
     return values
+
+
+def _arg_name(rule: PolicyRule, i: int, arg: ast.PolicyArg) -> str:
+    return arg.name if arg.name is not None else (rule.params[i] if i < len(rule.params) else f"#{i + 1}")
 
 
 def check_policy(ctx: Context, s: ast.Stream) -> None:
@@ -44,7 +47,13 @@ def check_policy(ctx: Context, s: ast.Stream) -> None:
                   did_you_mean(p.name, POLICIES) or ("policies: fixed(k), sliding(window, stride), left_context(left, chunk)",))
         return
     values = policy_values(p) or {}
-    for arg, (name, value) in zip(p.args, values.items(), strict=False):
+    given: set[str] = set()
+    for i, arg in enumerate(p.args):
+        name, value = _arg_name(rule, i, arg), arg.value
+        if name in given:
+            ctx.error("E019", f"`{name}` of {p.name} is given twice", arg.span)
+            continue
+        given.add(name)
         if name not in rule.params:
             ctx.error("E019", f"`{p.name}` has no parameter `{name}`", arg.span,
                       (f"{p.name} takes: " + ", ".join(rule.params),))

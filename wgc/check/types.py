@@ -78,7 +78,9 @@ class TypeError_:
 def from_ref(ref: ast.TypeRef, errors: list[TypeError_]) -> Ty:
     """Convert a written type; problems are appended to `errors` and give a best-effort type."""
     name = ref.name
-    if name == "tokens" and not ref.bracketed:
+    if name == "tokens":
+        if ref.bracketed:
+            errors.append(TypeError_("`tokens` takes no dims: it is token[_]; write token[N] for a fixed length", ref))
         return Ty("token", (WILDCARD,))
     if name == "seq":
         if len(ref.args) != 1 or not isinstance(ref.args[0], ast.TypeRef) or ref.dtype:
@@ -161,7 +163,7 @@ def unify(expected: Ty, actual: Ty, subst: Subst, where: str) -> str | None:
         return f"expected dtype {expected.dtype}, found {actual.dtype} ({expected} vs {actual})"
     if len(expected.dims) != len(actual.dims):
         return f"expected {len(expected.dims)} dims ({expected}), found {len(actual.dims)} ({actual})"
-    for i, (e, a) in enumerate(zip(expected.dims, actual.dims, strict=False)):
+    for i, (e, a) in enumerate(zip(expected.dims, actual.dims)):
         problem = _unify_dim(subst.resolve(e), subst.resolve(a), subst, where)
         if problem:
             return f"dim {i + 1}: {problem} ({apply(expected, subst)} vs {apply(actual, subst)})"

@@ -62,7 +62,7 @@ class WalkChecker(ExprChecker):
         _assignments(self.walk.body, None, self.assigned)
 
     def run(self) -> None:
-        for arg, ty in zip(self.walk.args, self.info.args, strict=False):
+        for arg, ty in zip(self.walk.args, self.info.args):
             self.scope.names[arg.name] = Binding(ty, arg.span, "input")
         self._block(self.walk.body)
         self._check_result()
@@ -134,6 +134,10 @@ class WalkChecker(ExprChecker):
 
     def _define(self, name: str, ty: Ty, span: Span) -> None:
         found = self.scope.lookup(name)
+        if found is not None and found[1] is self.scope and found[0].kind == "carry":
+            # The loop-carried value's next version: same type, and the next iteration reads it.
+            self.expect(found[0].ty, _Spanned(span), ty, f"new value of carried `{name}`")
+            return
         if found is not None and found[1] is not self.scope:
             binding, owner = found
             crossing = self._crossed(owner, name)
@@ -211,7 +215,7 @@ class WalkChecker(ExprChecker):
     def _check_result(self) -> None:
         if self.info.returns is None:
             return
-        if not self.walk.body or not isinstance(self.walk.body[-1], ast.Return):
+        if not any(isinstance(s, ast.Return) for s in self.walk.body):
             self.ctx.error("E032", f"walk `{self.walk.name}` declares a result ({self.info.returns}) but does not "
                            "end with `return`", self.walk.span)
 

@@ -15,7 +15,8 @@ class Renderer:
     """Renders diagnostics against the sources they point into (file name → text)."""
 
     def __init__(self, sources: dict[str, str], color: bool) -> None:
-        self.lines = {name: text.splitlines() for name, text in sources.items()}
+        # Split on "\n" only, as the parser counts lines (splitlines() also breaks on \f, \x85, ...).
+        self.lines = {name: [ln.rstrip("\r") for ln in text.split("\n")] for name, text in sources.items()}
         self.color = color
 
     def _c(self, style: str, text: str) -> str:

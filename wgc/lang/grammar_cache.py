@@ -59,13 +59,24 @@ def _cache_path(key: str) -> Path:
 
 
 def _read_cache(path: Path, key: str) -> dict[str, Any] | None:
+    """The cached tables, or None when the file is missing, damaged, stale or edited."""
     try:
         blob = msgspec.msgpack.decode(path.read_bytes())
     except (OSError, msgspec.DecodeError):
         return None
     if not isinstance(blob, dict) or blob.get("key") != key:
         return None
-    return _decode(blob.get("tables"))
+    tables = blob.get("tables")
+    if blob.get("digest") != _digest(tables):
+        return None  # the tables changed on disk: they might describe another language
+    try:
+        return _decode(tables)
+    except (ValueError, TypeError):
+        return None
+
+
+def _digest(tables: Any) -> str:
+    return hashlib.sha256(msgspec.msgpack.encode(tables)).hexdigest()
 
 
 def _write_cache(path: Path, key: str, tables: dict[str, Any]) -> None:
@@ -74,7 +85,8 @@ def _write_cache(path: Path, key: str, tables: dict[str, Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".walk-grammar-")
         with os.fdopen(fd, "wb") as f:
-            f.write(msgspec.msgpack.encode({"key": key, "tables": _encode(tables)}))
+            encoded = _encode(tables)
+            f.write(msgspec.msgpack.encode({"key": key, "digest": _digest(encoded), "tables": encoded}))
         os.replace(tmp, path)
     except OSError:
         pass

@@ -48,7 +48,7 @@ def _collect_comment(tok: Token) -> Token:
 def _parser() -> Lark:
     # lark cannot hand positions (meta) to a transformer run inside the parser,
     # so the parser builds a tree and AstBuilder turns it into the AST after.
-    return build_parser(None, {"COMMENT": _collect_comment})
+    return build_parser(None, {"COMMENT": _collect_comment, "NAME": _reserve_declaration_words})
 
 
 @functools.cache
@@ -65,13 +65,40 @@ def parse(source: str, file: str = "<input>") -> ParseResult:
     sink: list[Comment] = []
     comments_token = _comments.set(sink)
     try:
-        program = _builder().transform(_parser().parse(source))
+        program = _builder().transform(_parser().parse(source, on_error=_keyword_as_name))
     except UnexpectedInput as err:
         return ParseResult(None, tuple(sink), (_syntax_diagnostic(err, source, file),), source)
+    except RecursionError:
+        # Brackets are limited above; a chain of thousands of operators still nests the tree deeply.
+        return ParseResult(None, tuple(sink), (Diagnostic(
+            "E002", "an expression is nested too deeply to parse", point(file, 1, 1),
+            ("split it into named values",)),), source)
     finally:
         current_file.reset(file_token)
         _comments.reset(comments_token)
     return ParseResult(program, tuple(sink), (), source)
+
+
+# Declaration keywords stay reserved everywhere, so a block left open before the next declaration is
+# reported as such rather than read as a value name.
+_DECLARATION_WORDS = frozenset({"model", "import", "param", "component", "stream", "walk", "flow"})
+
+
+def _keyword_as_name(err: UnexpectedInput) -> bool:
+    """A keyword where only a name fits is a name: `start = 3` in a walk body.
+
+    LALR merges the lookaheads of states with the same core, so after an expression the contextual
+    lexer also offers words that can follow an expression elsewhere (`max`, `carry`, `start` in a
+    flow). Feeding the word back as a NAME keeps those words usable as value names.
+    """
+    if not isinstance(err, UnexpectedToken):
+        return False
+    tok = err.token
+    word = str(tok)
+    if tok.type == "NAME" or "NAME" not in err.expected or not word.isidentifier() or word in _DECLARATION_WORDS:
+        return False
+    err.interactive_parser.feed_token(Token.new_borrow_pos("NAME", word, tok))
+    return True
 
 
 def _too_deep(source: str, file: str) -> Diagnostic | None:
@@ -111,25 +138,50 @@ def _syntax_diagnostic(err: UnexpectedInput, source: str, file: str) -> Diagnost
         tok = err.token
         span = Span(file, tok.line, tok.column, tok.end_line or tok.line, tok.end_column or tok.column + 1)
         message = f"unexpected `{tok}`" + _describe_expected(err.expected)
-        return Diagnostic("E001", message, span, _syntax_help(str(tok), err.expected))
+        before = source[:tok.start_pos].rstrip() if tok.start_pos is not None else ""
+        after = source[tok.end_pos:].lstrip() if tok.end_pos is not None else ""
+        return Diagnostic("E001", message, span, _syntax_help(str(tok), err.expected, before, after))
     if isinstance(err, UnexpectedCharacters):
         ch = source[err.pos_in_stream] if 0 <= err.pos_in_stream < len(source) else "?"
+        if ch == '"':
+            end = source.find("\n", err.pos_in_stream)
+            width = (end if end >= 0 else len(source)) - err.pos_in_stream
+            return Diagnostic("E001", "unterminated string: it needs a closing `\"` on the same line",
+                              point(file, err.line, err.column, width))
         shown = repr(ch)[1:-1] if not ch.isprintable() else ch
         return Diagnostic("E001", f"unexpected character `{shown}`", point(file, err.line, err.column))
     expected = getattr(err, "expected", None) or set()
-    line = source.count("\n") + 1
-    col = len(source) - (source.rfind("\n") + 1) + 1
+    line, col = _end_of_text(source)
     if isinstance(err, (UnexpectedEOF, UnexpectedToken)):
         message = "unexpected end of file" + _describe_expected(set(expected))
         return Diagnostic("E001", message, point(file, line, col), ("a block or bracket may be left open",))
     return Diagnostic("E001", "syntax error", point(file, line, col))
 
 
-def _syntax_help(found: str, expected: set[str]) -> tuple[str, ...]:
-    if "RBRACE" in expected and found in {"walk", "component", "flow", "stream", "param"}:
+def _end_of_text(source: str) -> tuple[int, int]:
+    """Line and column just after the last non-blank character (the last line may be empty)."""
+    stripped = source.rstrip()
+    line = stripped.count("\n") + 1
+    col = len(stripped) - (stripped.rfind("\n") + 1) + 1
+    return line, col
+
+
+def _syntax_help(found: str, expected: set[str], before: str, after: str) -> tuple[str, ...]:
+    used_as_name = after.startswith(("=", "(", ".", ")", ",", "]")) and not after.startswith("==")
+    if found in _DECLARATION_WORDS and (used_as_name or before.endswith(("=", "(", ","))):
+        return (f"`{found}` is a reserved word and cannot name a value",)
+    if found in _DECLARATION_WORDS and before and not before.endswith("}"):
         return ("the block before this line may be missing its closing `}`",)
     if found == "=" and "COMPARE" in expected:
         return ("to compare values use `==`",)
-    if found == "loop" and "LBRACE" in expected:
+    if found == "{" and before.endswith("loop"):
         return ("a loop needs a bound: `loop N { ... }` or `loop until COND max N { ... }`",)
     return ()
+
+
+def _reserve_declaration_words(tok: Token) -> Token:
+    """A declaration keyword is never a name, even where a name could stand (see _DECLARATION_WORDS)."""
+    word = str(tok)
+    if word in _DECLARATION_WORDS:
+        return Token.new_borrow_pos(word.upper(), word, tok)
+    return tok

@@ -41,7 +41,7 @@ def check_engine_table(f: Fields, cluster: Cluster, ctx: Ctx) -> None:
         if cluster.device != "cuda" and buckets:
             ctx.error("P018", 'CUDA-graph buckets need cluster.device = "cuda"', bat.span,
                       ("a CPU rank runs eagerly: remove cuda_graph_buckets",))
-        for prev, b, node in zip(buckets, buckets[1:], bat.value[1:], strict=False):
+        for prev, b, node in zip(buckets, buckets[1:], bat.value[1:]):
             if b <= prev:
                 ctx.error("P018", f"cuda_graph_buckets must be strictly increasing: {b} follows {prev}", node.span)
                 break

@@ -1,0 +1,54 @@
+"""bench/compile_speed.py stays runnable: it imports, and its program generator makes valid programs.
+No timing is asserted here; the numbers come from running the bench itself."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from wgc.check import check_source
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "compile_speed.py"
+
+
+@pytest.fixture(scope="module")
+def compile_speed() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_compile_speed", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+@pytest.mark.parametrize("lines", [1, 150, 400])
+def test_generated_program_checks_clean(compile_speed: ModuleType, lines: int) -> None:
+    text = compile_speed.generate_program(lines)
+    assert compile_speed.line_count(text) >= lines
+    result = check_source(text, "generated.walk")
+    assert result.diagnostics == (), [f"{d.span} {d.code} {d.message}" for d in result.diagnostics]
+
+
+def test_generated_program_grows_with_the_target(compile_speed: ModuleType) -> None:
+    small = compile_speed.line_count(compile_speed.generate_program(200))
+    large = compile_speed.line_count(compile_speed.generate_program(2000))
+    assert 2000 <= large < 2000 + small
+
+
+def test_markdown_report_names_the_goals(compile_speed: ModuleType) -> None:
+    timing = compile_speed.Timing("generated (10 lines)", 10, 0.001, 1)
+    procs = [compile_speed.Process(f"p{i}", 100.0 + i, 1) for i in range(4)]
+    report = compile_speed.markdown([timing], procs, timing, procs[2])
+    assert "lines/s" in report and "cold `wgc check`" in report
+
+
+def test_phase_split_runs(compile_speed: ModuleType) -> None:
+    split = compile_speed.phases(compile_speed.generate_program(100), runs=1)
+    assert split is None or set(split) == {"lark parse", "AST builder", "checker"}

@@ -1,0 +1,193 @@
+"""`wgc run`: serve a plan with a coordinator and one worker process per rank, run requests, print NDJSON.
+
+    wgc run bagel.plan --fake --request '{"params": {"steps": 8}, "parts": [{"kind": "text", "payload": "a cat"}],
+                                          "outputs": ["image"]}'
+    producer | wgc run bagel.plan --fake --request -          # one JSON request per line on stdin
+
+Every line on stdout is one JSON object: first {"event": "ready", ...} with each rank's pid, then the
+requests' events as they happen ("output", then one of "done", "error", "cancelled"), each naming its
+request. Exit status: 0 when every request is done, 1 when one failed (or the runtime could not start
+or the plan is bad), 2 for bad usage or a missing file, 128 + the signal after SIGINT or SIGTERM, which
+stop every worker first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import threading
+from typing import Any
+
+import click
+
+from wgc.cli.sources import EXIT_USAGE
+
+REQUEST_KEYS = ("params", "task", "parts", "inputs", "outputs", "input_modalities", "think")
+
+
+def _json_line(obj: dict[str, Any]) -> None:
+    import msgspec
+
+    def default(value: Any) -> Any:
+        if hasattr(value, "tolist"):
+            return value.tolist()  # tensors and arrays: their values
+        if isinstance(value, (set, frozenset)):
+            return sorted(value, key=repr)
+        raise TypeError(f"cannot write a {type(value).__name__} as JSON")
+
+    sys.stdout.write(msgspec.json.encode(obj, enc_hook=default).decode() + "\n")
+    sys.stdout.flush()
+
+
+def parse_request(text: str, where: str) -> dict[str, Any]:
+    """One request as JSON; ValueError with a one-line message naming `where`."""
+    import json
+
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{where}: invalid JSON: {err.msg} (line {err.lineno} column {err.colno})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where}: a request is a JSON object with {', '.join(REQUEST_KEYS)}")
+    unknown = sorted(set(doc) - set(REQUEST_KEYS))
+    if unknown:
+        raise ValueError(f"{where}: unknown field `{unknown[0]}` (fields: {', '.join(REQUEST_KEYS)})")
+    return doc
+
+
+def _event_line(event: Any) -> dict[str, Any]:
+    from wgc.runtime.api import CancelledEvent, DoneEvent, ErrorEvent, OutputEvent
+
+    if isinstance(event, OutputEvent):
+        return {"event": "output", "request": event.request, "modality": event.modality, "payload": event.payload,
+                "shape": list(event.shape), "dtype": event.dtype, "walk": event.walk, "rank": event.rank,
+                "t": round(event.t_since_submit, 6)}
+    if isinstance(event, DoneEvent):
+        return {"event": "done", "request": event.request, "outputs": event.outputs, "t": round(event.t_since_submit, 6)}
+    if isinstance(event, ErrorEvent):
+        return {"event": "error", "request": event.request, "error": event.error, "t": round(event.t_since_submit, 6)}
+    assert isinstance(event, CancelledEvent)
+    return {"event": "cancelled", "request": event.request, "t": round(event.t_since_submit, 6)}
+
+
+class Session:
+    """One `wgc run`: the runtime, the requests in flight, and whether any failed."""
+
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.failed = False
+
+    def submit(self, doc: dict[str, Any], where: str) -> None:
+        from wgc.runtime.api import RequestError
+
+        try:
+            handle = self.runtime.submit(**doc)
+        except (RequestError, RuntimeError) as err:
+            self.failed = True
+            _json_line({"event": "error", "request": None, "error": f"{where}: {err}"})
+            return
+        task = asyncio.get_running_loop().create_task(self._stream(handle))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _stream(self, handle: Any) -> None:
+        from wgc.runtime.api import DoneEvent, OutputEvent
+
+        async for event in handle.events():
+            _json_line(_event_line(event))
+            if not isinstance(event, OutputEvent | DoneEvent):
+                self.failed = True
+
+    async def drain(self) -> None:
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks))
+
+
+def _stdin_lines() -> asyncio.Queue[str | None]:
+    """Lines of stdin as they come (None at the end), read by a daemon thread that never blocks exit."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def read() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+        loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=read, name="wgc-stdin", daemon=True).start()
+    return queue
+
+
+async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_stdin: bool, timeout: float) -> int:
+    from wgc.runtime.api import Runtime
+
+    async with await Runtime.start(plan_file, fake=fake, ready_timeout=timeout) as runtime:
+        pids = runtime.pids
+        ranks = [{"rank": r.rank, "pid": pids[r.rank], "device": r.device} for r in runtime.plan.ranks]
+        _json_line({"event": "ready", "model": runtime.plan.model, "fake": fake, "ranks": ranks})
+        session = Session(runtime)
+        for i, doc in enumerate(docs, 1):
+            session.submit(doc, f"--request {i}")
+        if from_stdin:
+            lines, number = _stdin_lines(), 0
+            while (line := await lines.get()) is not None:
+                number += 1
+                if line.strip():
+                    try:
+                        session.submit(parse_request(line, f"stdin line {number}"), f"stdin line {number}")
+                    except ValueError as err:
+                        session.failed = True
+                        _json_line({"event": "error", "request": None, "error": str(err)})
+        await session.drain()
+        return 1 if session.failed else 0
+
+
+async def _until_signal(work: Any) -> int:
+    """Run `work`; SIGINT or SIGTERM cancels it (the runtime stops every worker) and gives 128 + signal."""
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(work)
+    got: list[int] = []
+
+    def stop(signum: int) -> None:
+        got.append(signum)
+        task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if got:
+            return 128 + got[0]
+        raise
+
+
+@click.command()
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--fake", is_flag=True, help="Fake components: any plan runs with no weights (mock outputs).")
+@click.option("--request", "requests", multiple=True, metavar="JSON",
+              help="A request: JSON with params, inputs, parts, outputs, task, think. Repeatable; "
+                   "'-' reads one request per line from stdin until it ends.")
+@click.option("--ready-timeout", type=float, default=120.0, show_default=True,
+              help="Seconds to wait for every rank to start.")
+def run(plan_file: str, fake: bool, requests: tuple[str, ...], ready_timeout: float) -> None:
+    """Start a coordinator and one worker process per rank; run requests; print their events as NDJSON."""
+    from wgc.plan.file import PlanFileError
+    from wgc.runtime.process.errors import StartError
+
+    from_stdin = "-" in requests
+    try:
+        docs = [parse_request(text, f"--request {i}") for i, text in enumerate(requests, 1) if text != "-"]
+    except ValueError as err:
+        click.echo(f"wgc: {err}", err=True)
+        sys.exit(EXIT_USAGE)
+    try:
+        status = asyncio.run(_until_signal(_serve(plan_file, fake, docs, from_stdin, ready_timeout)))
+    except PlanFileError as err:
+        click.echo(f"wgc: {err}", err=True)
+        sys.exit(EXIT_USAGE if err.kind == "unreadable" else 1)
+    except StartError as err:
+        click.echo(f"wgc: {err}", err=True)
+        sys.exit(1)
+    sys.exit(status)
