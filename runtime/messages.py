@@ -40,6 +40,7 @@ class FlowState(Struct, frozen=True):
     pos: int = 0
     started: int = 0  # walks this flow has started: numbers the next walk instance
     results: dict[str, Any] = {}
+    on_rank: dict[int, int] = {}  # walks of this flow started so far on each rank
 
 
 class StartWalk(Struct, tag="start", frozen=True):
@@ -48,6 +49,10 @@ class StartWalk(Struct, tag="start", frozen=True):
     walk: str
     inputs: dict[str, Any]
     flow: FlowState | None  # None for stream-fired walks
+    # Walks of this flow that must finish on the destination rank before this one starts there.
+    # Walks of one flow are started by different senders (the coordinator, then each walk's end
+    # rank), whose messages may arrive in any order; this number restores the flow's order.
+    prior: int = 0
 
 
 class Data(Struct, tag="data", frozen=True):

@@ -24,7 +24,7 @@ from wgc.runtime.messages import (
     StartWalk,
     StreamDone,
 )
-from wgc.runtime.worker.flowstep import first_step
+from wgc.runtime.worker.flowstep import first_step, on_ranks
 
 from wgc.plan.model import Plan
 from wgc.sim.mock import MockComponent, mock_input
@@ -122,10 +122,11 @@ class CoordinatorCore:
             if step is None:
                 self.live[request].flows.discard(name)
                 continue
+            state, prior = on_ranks(step, self.walks[step.walk].ranks)
             for r in self.walks[step.walk].ranks:
                 needed = self.inputs.get((r, step.walk), [])
                 self.send(r, StartWalk(request, step.key, step.walk,
-                                       {a: v for a, v in step.inputs.items() if a in needed}, step.state))
+                                       {a: v for a, v in step.inputs.items() if a in needed}, state, prior[r]))
         self._maybe_done(request)
         return request
 

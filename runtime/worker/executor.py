@@ -44,6 +44,7 @@ from wgc.runtime.worker.streams import StreamTable
 from wgc.plan.model import Plan, Run
 
 COORDINATOR = -1
+DEAD_REMEMBERED = 100_000  # ended requests whose stray messages are recognised and dropped
 Send = Callable[[int, Message], None]
 
 
@@ -64,10 +65,15 @@ class Executor:
         self.instances: dict[tuple[int, str], Instance] = {}
         self.ready: deque[Instance] = deque()
         self.mailbox: dict[tuple[int, str, str], Any] = {}
-        self.flow_queue: dict[tuple[int, str], deque[Instance]] = {}  # instances of one flow run in order
+        # Instances of one flow run on a rank in the flow's order (by `prior`), one at a time.
+        self.flow_queue: dict[tuple[int, str], list[Instance]] = {}
+        self.flow_finished: dict[tuple[int, str], int] = {}  # flow instances finished here, per (request, flow)
         self.streams = StreamTable()
         self.finished_flows: set[tuple[int, str]] = set()
-        self.dead: set[int] = set()  # cancelled or failed requests: late messages for them are dropped
+        # Cancelled, failed or finished requests: late messages for them are dropped. Bounded: ids are
+        # never reused, and a message can only be late by so much.
+        self.dead: set[int] = set()
+        self._dead_order: deque[int] = deque()
         self.interp = Interpreter(self)
         self.output_seq: dict[int, int] = {}
         self.stats = {"runs": 0, "batched_calls": 0, "messages_in": 0, "messages_out": 0}
@@ -88,7 +94,7 @@ class Executor:
         self.requests[msg.request] = msg
 
     def _on_startwalk(self, msg: StartWalk) -> None:
-        self.start(msg.request, msg.instance, msg.walk, msg.inputs, msg.flow)
+        self.start(msg.request, msg.instance, msg.walk, msg.inputs, msg.flow, msg.prior)
 
     def _on_data(self, msg: Data) -> None:
         self.mailbox[(msg.request, msg.instance, msg.tag)] = msg.value
@@ -122,19 +128,25 @@ class Executor:
 
     # ---- instances ----------------------------------------------------------------------
 
-    def start(self, request: int, key: str, walk: str, inputs: dict[str, Any], flow) -> None:
+    def start(self, request: int, key: str, walk: str, inputs: dict[str, Any], flow, prior: int = 0) -> None:
         schedule = self.rp.code.get(walk)
         if schedule is None or request in self.dead:
             return
-        inst = Instance(request, key, walk, schedule.instructions, flow, dict(inputs))
+        inst = Instance(request, key, walk, schedule.instructions, flow, dict(inputs), prior=prior)
         self.instances[(request, key)] = inst
         if flow is None:
             self._make_ready(inst)
             return
-        queue = self.flow_queue.setdefault((request, flow.flow), deque())
+        queue = self.flow_queue.setdefault((request, flow.flow), [])
         queue.append(inst)
-        if len(queue) == 1:
-            self._make_ready(inst)
+        queue.sort(key=lambda i: i.prior)
+        self._start_flow_head(request, flow.flow)
+
+    def _start_flow_head(self, request: int, flow: str) -> None:
+        queue = self.flow_queue.get((request, flow))
+        if queue and not queue[0].admitted and queue[0].prior == self.flow_finished.get((request, flow), 0):
+            queue[0].admitted = True
+            self._make_ready(queue[0])
 
     def _make_ready(self, inst: Instance) -> None:
         inst.waiting = None
@@ -151,17 +163,19 @@ class Executor:
 
     def finish(self, inst: Instance) -> None:
         self.instances.pop((inst.request, inst.key), None)
-        if inst.flow is not None:
-            queue = self.flow_queue.get((inst.request, inst.flow.flow))
-            if queue and queue[0] is inst:
-                queue.popleft()
-                if queue:
-                    self._make_ready(queue[0])
-                else:
-                    del self.flow_queue[(inst.request, inst.flow.flow)]
-                    self.interp.close_streams_if_idle(inst.request, inst.flow.flow)
-        else:
+        if inst.flow is None:
             self.interp.consumer_finished(inst)
+            return
+        key = (inst.request, inst.flow.flow)
+        queue = self.flow_queue.get(key)
+        if queue and queue[0] is inst:
+            queue.pop(0)
+            self.flow_finished[key] = self.flow_finished.get(key, 0) + 1
+            if queue:
+                self._start_flow_head(*key)
+            else:
+                del self.flow_queue[key]
+                self.interp.close_streams_if_idle(inst.request, inst.flow.flow)
 
     def fail(self, request: int, error: str) -> None:
         self.send(COORDINATOR, Failed(request, self.rank, error))
@@ -169,7 +183,11 @@ class Executor:
 
     def drop_request(self, request: int) -> None:
         """Forget everything of a request on this rank: instances, messages, stream ends, component state."""
-        self.dead.add(request)
+        if request not in self.dead:
+            self.dead.add(request)
+            self._dead_order.append(request)
+            if len(self._dead_order) > DEAD_REMEMBERED:
+                self.dead.discard(self._dead_order.popleft())
         self.requests.pop(request, None)
         for key in [k for k in self.instances if k[0] == request]:
             del self.instances[key]
@@ -178,6 +196,8 @@ class Executor:
             del self.mailbox[key]
         for key in [k for k in self.flow_queue if k[0] == request]:
             del self.flow_queue[key]
+        for key in [k for k in self.flow_finished if k[0] == request]:
+            del self.flow_finished[key]
         self.finished_flows = {k for k in self.finished_flows if k[0] != request}
         self.streams.drop(request)
         self.output_seq.pop(request, None)

@@ -42,7 +42,18 @@ def restore(table: FlowTable, state: FlowState, init: RequestInit, evaluate: Eva
 def snapshot(cursor: FlowCursor, before: FlowState, results: dict[str, Any]) -> FlowState:
     each = cursor._each.name if cursor._each is not None else None
     return FlowState(before.flow, cursor.node, each, cursor._part, list(cursor._arm), cursor._pos,
-                     before.started + 1, results)
+                     before.started + 1, results, dict(before.on_rank))
+
+
+def on_ranks(launch: Launch, ranks: list[int]) -> tuple[FlowState, dict[int, int]]:
+    """The state the walk carries (its ranks counted) and, per rank, how many walks of the flow precede it."""
+    prior = {r: launch.state.on_rank.get(r, 0) for r in ranks}
+    counted = dict(launch.state.on_rank)
+    for r in ranks:
+        counted[r] = prior[r] + 1
+    state = launch.state
+    return FlowState(state.flow, state.node, state.each, state.part, list(state.arm), state.pos, state.started,
+                     state.results, counted), prior
 
 
 def launch(step: Step, cursor: FlowCursor, before: FlowState, results: dict[str, Any], result: Any,

@@ -42,6 +42,8 @@ class Instance:
     waiting: tuple[str, ...] | None = None  # why it cannot run: ("recv", tag), ("pop", stream), ("credit", stream)
     dispatched: bool = False  # its RUN is in a batch being executed
     pending: int = 0  # loops whose previous stop is not applied yet (speculation), for a cheap check
+    prior: int = 0  # walks of its flow that must finish on this rank before it may start
+    admitted: bool = False  # its flow's turn has come on this rank (it may run)
 
     @property
     def finished(self) -> bool:

@@ -24,7 +24,7 @@ from wgc.runtime.exprs import evaluate
 from wgc.runtime.flows.table import FlowError
 from wgc.runtime.messages import Data, KvData, Output, StartWalk, StreamCredit, StreamDone, StreamItems
 from wgc.runtime.streams.buffer import ENDED, WAITING
-from wgc.runtime.worker.flowstep import next_step
+from wgc.runtime.worker.flowstep import next_step, on_ranks
 from wgc.runtime.worker.instance import FREED, Instance, LoopState
 
 from wgc.plan import model as m
@@ -409,10 +409,11 @@ class Interpreter:
             self.ex.flow_done(inst.request, inst.flow.flow)
             return
         spec = self.ex.rp.walks[step.walk]
+        state, prior = on_ranks(step, spec.ranks)
         for r in spec.ranks:
             needed = self.ex.rp.inputs.get((r, step.walk), [])
             inputs = {a: v for a, v in step.inputs.items() if a in needed}
-            self.ex.post(r, StartWalk(inst.request, step.key, step.walk, inputs, step.state))
+            self.ex.post(r, StartWalk(inst.request, step.key, step.walk, inputs, state, prior[r]))
 
     def _walk_args(self, walk: str) -> list[str]:
         return list(self.ex.rp.walks[walk].inputs)

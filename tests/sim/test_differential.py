@@ -16,10 +16,13 @@ from wgc.check import check_source
 from wgc.lower.pipeline import lower
 from wgc.placement.load import load_placement
 from wgc.plan.model import Plan
-from wgc.sim import LoopPolicy, RequestError, make_request, run_reference, simulate, verify
+from wgc.sim.driver import LoopPolicy
+from wgc.sim.errors import RequestError
 from wgc.sim.program import facts
-from wgc.sim.request import MockRequest
-from wgc.sim.verify import stream_fill, synthetic_requests
+from wgc.sim.reference import run_reference
+from wgc.sim.request import MockRequest, make_request
+from wgc.sim.simulator import simulate
+from wgc.sim.verify import stream_fill, synthetic_requests, verify
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = sorted((ROOT / "models").glob("*.walk"))

@@ -8,9 +8,12 @@ import pytest
 
 from wgc.check import check_source
 from wgc.lang import ast
-from wgc.sim import LoopPolicy, RequestError, make_request, run_reference
+from wgc.sim.driver import LoopPolicy
+from wgc.sim.errors import RequestError
 from wgc.sim.mock import MockComponent, MockEngine, mock_input, small
 from wgc.sim.program import ProgramFacts, facts
+from wgc.sim.reference import run_reference
+from wgc.sim.request import make_request
 
 PROGRAMS = Path(__file__).parent / "programs"
 

@@ -22,8 +22,11 @@ from tests.sim.plans import (
 )
 from wgc.plan import model as pm
 from wgc.plan.model import EBinary, EConst, ELit, EParam
-from wgc.sim import LoopPolicy, RequestError, SimulationError, make_request, simulate
+from wgc.sim.driver import LoopPolicy
+from wgc.sim.errors import RequestError, SimulationError
 from wgc.sim.mock import MockComponent, MockEngine, small
+from wgc.sim.request import make_request
+from wgc.sim.simulator import simulate
 
 REQ = make_request()
 ENGINE = {"m": MockComponent("m", False), "llm": MockComponent("llm", True, ("main", "aux"), {"eos": 5})}

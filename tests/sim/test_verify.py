@@ -5,7 +5,8 @@ from __future__ import annotations
 from tests.sim.plans import emit, endloop, ev, flow_chain, loop, make_plan, nxt, recv, run, send, src, stream, v
 from wgc.plan import model as pm
 from wgc.plan.model import EBinary, ELit, EParam, EReq, Src
-from wgc.sim import make_request, simulate
+from wgc.sim.request import make_request
+from wgc.sim.simulator import simulate
 from wgc.sim.simulator import verify as verify_from_simulator
 from wgc.sim.verify import Problem, synthetic_requests, verify
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from wgc.check.context import Context, WalkInfo, did_you_mean
 from wgc.check.exprs import UNKNOWN, ExprChecker
 from wgc.check.scope import Binding, Scope
-from wgc.check.types import INT, Ty, apply
+from wgc.check.types import INT, NUMERIC, Ty, apply, kinds_compatible
 from wgc.diag.diagnostic import Note
 from wgc.lang import ast
 from wgc.lang.span import Span
@@ -136,7 +136,11 @@ class WalkChecker(ExprChecker):
         found = self.scope.lookup(name)
         if found is not None and found[1] is self.scope and found[0].kind == "carry":
             # The loop-carried value's next version: same type, and the next iteration reads it.
-            self.expect(found[0].ty, _Spanned(span), ty, f"new value of carried `{name}`")
+            carried = found[0]
+            if carried.ty.kind != ty.kind and carried.ty.kind in NUMERIC and kinds_compatible(ty.kind, carried.ty.kind):
+                carried.ty = ty  # `carry tok = 0` updated by a token entry: the carry takes the update's type
+                return
+            self.expect(carried.ty, _Spanned(span), ty, f"new value of carried `{name}`")
             return
         if found is not None and found[1] is not self.scope:
             binding, owner = found

@@ -14,6 +14,7 @@ stop every worker first.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import threading
@@ -26,6 +27,10 @@ from wgc.cli.sources import EXIT_USAGE
 REQUEST_KEYS = ("params", "task", "parts", "inputs", "outputs", "input_modalities", "think")
 
 
+class OutputGone(Exception):
+    """Standard output cannot be written any more (a closed pipe, a full disk)."""
+
+
 def _json_line(obj: dict[str, Any]) -> None:
     import msgspec
 
@@ -36,8 +41,11 @@ def _json_line(obj: dict[str, Any]) -> None:
             return sorted(value, key=repr)
         raise TypeError(f"cannot write a {type(value).__name__} as JSON")
 
-    sys.stdout.write(msgspec.json.encode(obj, enc_hook=default).decode() + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(msgspec.json.encode(obj, enc_hook=default).decode() + "\n")
+        sys.stdout.flush()
+    except OSError as err:
+        raise OutputGone(err.strerror or str(err)) from None
 
 
 def parse_request(text: str, where: str) -> dict[str, Any]:
@@ -187,7 +195,11 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], ready_timeout: fl
     except PlanFileError as err:
         click.echo(f"wgc: {err}", err=True)
         sys.exit(EXIT_USAGE if err.kind == "unreadable" else 1)
-    except StartError as err:
+    except (StartError, OSError) as err:
         click.echo(f"wgc: {err}", err=True)
+        sys.exit(1)
+    except OutputGone as err:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        click.echo(f"wgc: cannot write the output: {err}", err=True)
         sys.exit(1)
     sys.exit(status)

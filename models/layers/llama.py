@@ -1,0 +1,69 @@
+"""A Llama decoder (Llama-3 family) from the shared layers; parameter names follow Hugging Face's.
+
+forward(tokens, positions, kv) runs either over the paged KV engine (kv: a KVStep; tokens and
+positions packed [N], the step's new tokens of every sequence) or, with kv None, densely over whole
+sequences (tokens, positions [B, T]), recomputing the full prefix with a causal mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor, nn
+from wgc.models.layers.attention import SelfAttention
+from wgc.models.layers.config import LlamaConfig
+from wgc.models.layers.embedding import Embedding, LMHead
+from wgc.models.layers.mlp import SwiGLU
+from wgc.models.layers.norm import RMSNorm
+from wgc.models.layers.rope import RotaryEmbedding
+from wgc.runtime.engines.attention import KVStep
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, config: LlamaConfig, layer: int) -> None:
+        super().__init__()
+        c = config
+        self.input_layernorm = RMSNorm(c.hidden, c.norm_eps)
+        self.self_attn = SelfAttention(layer, c.hidden, c.heads, c.kv_heads, c.head_dim)
+        self.post_attention_layernorm = RMSNorm(c.hidden, c.norm_eps)
+        self.mlp = SwiGLU(c.hidden, c.intermediate)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv: KVStep | None) -> Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv)  # [..., hidden]
+        return x + self.mlp(self.post_attention_layernorm(x))  # [..., hidden]
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens = Embedding(config.vocab, config.hidden)
+        self.layers = nn.ModuleList(LlamaBlock(config, i) for i in range(config.layers))
+        self.norm = RMSNorm(config.hidden, config.norm_eps)
+        self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling)
+        self.lm_head = LMHead(config.hidden, config.vocab, self.embed_tokens if config.tie_embeddings else None)
+
+    def forward(self, tokens: Tensor, positions: Tensor, kv: KVStep | None = None,
+                logits_at: Tensor | None = None) -> Tensor:
+        """tokens, positions: [N] (paged) or [B, T] (dense) -> logits [..., vocab].
+
+        logits_at: indices along the token axis (paged: rows of N; dense: positions of T) to project,
+        e.g. each sequence's last token; None projects every token.
+        """
+        x = self.embed_tokens(tokens)  # [..., hidden]
+        cos, sin = self.rotary(positions, x.dtype)  # each [..., head_dim]
+        for layer in self.layers:
+            x = layer(x, cos, sin, kv)  # [..., hidden]
+        if logits_at is not None:
+            x = x.index_select(x.dim() - 2, logits_at)  # [..., len(logits_at), hidden]
+        return self.lm_head(self.norm(x))  # [..., vocab]
+
+
+def load_hf_state_dict(model: LlamaModel, state: Mapping[str, Tensor]) -> None:
+    """Load a Hugging Face LlamaForCausalLM state dict (names `model.*` and `lm_head.weight`)."""
+    ours = {name.removeprefix("model."): tensor for name, tensor in state.items()}
+    if model.config.tie_embeddings:
+        ours.setdefault("lm_head.weight", ours["embed_tokens.weight"])
+    with torch.no_grad():
+        model.load_state_dict(ours, strict=True)

@@ -1,0 +1,225 @@
+"""The runtime's Python API (what the HTTP layer uses): start, submit, stream events, cancel, health.
+
+    runtime = await Runtime.start("bagel.plan", fake=True)    # a worker process per rank
+    handle = runtime.submit(params={"steps": 8}, parts=[{"kind": "text", "payload": "a cat"}],
+                            outputs=["image"])                  # RequestError for a bad request
+    async for event in handle.events():                        # OutputEvent..., then Done/Error/Cancelled
+        ...
+    await handle.cancel()                                      # returns once every rank has freed it
+    report = await runtime.health()                            # each rank: up/down, its counters
+    await runtime.close()                                      # no worker process left
+
+Everything runs on the caller's asyncio event loop (see process/coordinator.py for why).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wgc.runtime.coordinator.core import Event
+from wgc.runtime.coordinator.request import RequestError, RequestSpec
+from wgc.runtime.messages import Data, Part
+from wgc.runtime.process.coordinator import Coordinator
+from wgc.runtime.process.endpoints import Endpoints, make_run_directory
+from wgc.runtime.process.errors import RankDownError, StartError
+from wgc.runtime.process.events import CancelledEvent, DoneEvent, ErrorEvent, OutputEvent, RequestEvent
+from wgc.runtime.process.handle import CancelResult, RequestFailed, RequestHandle
+from wgc.runtime.process.supervisor import Supervisor
+
+from wgc.plan.file import encode_plan, load_plan
+from wgc.plan.model import Plan
+
+__all__ = [
+    "CancelResult", "CancelledEvent", "DoneEvent", "ErrorEvent", "HealthReport", "OutputEvent", "RankDownError",
+    "RankHealth", "RequestError", "RequestEvent", "RequestFailed", "RequestHandle", "Runtime", "StartError",
+    "request_spec",
+]
+
+
+@dataclass(frozen=True)
+class RankHealth:
+    rank: int
+    pid: int
+    state: str  # "up", "down" (its process is gone), "unresponsive" (no answer in time)
+    reason: str  # why it is down
+    counters: dict[str, int]  # the executor's counters: instances, mailbox, stream_ends, component.* ...
+
+    @property
+    def alive(self) -> bool:
+        return self.state != "down"
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    ok: bool
+    ranks: tuple[RankHealth, ...]
+    requests_in_flight: int
+
+
+class Runtime:
+    """A plan served by a coordinator (this process, on the event loop) and one worker process per rank."""
+
+    def __init__(self, plan: Plan, plan_path: str, run_dir: str, fake: bool) -> None:
+        self.plan = plan
+        self.fake = fake
+        self._run_dir = run_dir
+        self._handles: dict[int, RequestHandle] = {}
+        self._closed = False
+        endpoints = Endpoints.in_directory(run_dir, len(plan.ranks))
+        self._coordinator = Coordinator(plan, endpoints, fake, self._on_event, self._on_ready)
+        self._supervisor = Supervisor(plan_path, endpoints, run_dir, fake, self._coordinator.rank_down)
+
+    @classmethod
+    async def start(cls, plan: str | os.PathLike[str] | Plan, fake: bool = False,
+                    ready_timeout: float = 60.0) -> Runtime:
+        """Load the plan (PlanFileError for a bad file), start every rank, wait until all are ready
+        (StartError naming the rank otherwise)."""
+        run_dir = make_run_directory()
+        try:
+            loaded = plan if isinstance(plan, Plan) else load_plan(plan)[1]
+            plan_path = Path(run_dir) / "plan.bin"  # every process runs exactly these bytes
+            plan_path.write_bytes(encode_plan(loaded, "", ""))
+            runtime = cls(loaded, str(plan_path), run_dir, fake)
+        except BaseException:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        try:
+            runtime._coordinator.start()
+            runtime._supervisor.start()
+            await runtime._supervisor.wait_ready(ready_timeout)
+        except BaseException:
+            await runtime.close()
+            raise
+        return runtime
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def pids(self) -> dict[int, int]:
+        return {r.rank: r.pid for r in self._supervisor.ranks}
+
+    # ---- requests ----------------------------------------------------------------------------
+
+    def submit(self, params: Mapping[str, Any] | None = None, task: str = "", parts: list[Any] | None = None,
+               inputs: Mapping[str, Any] | None = None, outputs: list[str] | None = None,
+               input_modalities: list[str] | None = None, think: bool = False) -> RequestHandle:
+        """Admit a request; RequestError (naming the field) when the plan cannot serve it."""
+        return self.submit_spec(request_spec(params, task, parts, inputs, outputs, input_modalities, think))
+
+    def submit_spec(self, spec: RequestSpec) -> RequestHandle:
+        if self._closed:
+            raise RuntimeError("the runtime is closed")
+        if self._coordinator.down:
+            rank, why = min(self._coordinator.down.items())
+            raise RankDownError(f"rank {rank} is down ({why}): restart the runtime")
+        self._check_sendable(spec)
+        submitted = time.perf_counter()
+        request = self._coordinator.core.submit(spec)
+        self._handles[request] = RequestHandle(self._coordinator, request, submitted)
+        self._coordinator.flush()
+        return self._handles[request]
+
+    def _check_sendable(self, spec: RequestSpec) -> None:
+        values = [(f"input `{k}`", v) for k, v in spec.inputs.items()]
+        values += [(f"part {i}", p.payload) for i, p in enumerate(spec.parts)]
+        for what, value in values:
+            try:
+                self._coordinator.codec.encode(Data(0, "", "", value))
+            except (TypeError, ValueError, OverflowError) as err:
+                raise RequestError(f"{what}: {err}") from None
+
+    def _on_event(self, e: Event) -> None:
+        handle = self._handles.get(e.request)
+        if handle is None:
+            return
+        handle.deliver(e)
+        if handle.final is not None:
+            del self._handles[e.request]
+
+    def _on_ready(self, rank: int) -> None:
+        self._supervisor.mark_ready(rank)
+
+    # ---- health and shutdown ---------------------------------------------------------------
+
+    async def health(self, timeout: float = 5.0) -> HealthReport:
+        """Every rank: up (with its counters), down (and why), or unresponsive within `timeout`."""
+        if self._closed:
+            raise RuntimeError("the runtime is closed")
+        loop = asyncio.get_running_loop()
+        answers: dict[int, asyncio.Future[dict[str, int] | None]] = {}
+        for rank in self._coordinator.alive():
+            fut = answers[rank] = loop.create_future()
+            self._coordinator.probes.ask(rank, lambda _r, c, f=fut: f.done() or f.set_result(c))
+        if answers:
+            await asyncio.wait(list(answers.values()), timeout=timeout)
+        ranks = []
+        for rp in self._supervisor.ranks:
+            fut = answers.get(rp.rank)
+            counters = fut.result() if fut is not None and fut.done() else None
+            if rp.rank in self._coordinator.down or (fut is not None and fut.done() and counters is None):
+                why = self._coordinator.down.get(rp.rank, rp.down)
+                ranks.append(RankHealth(rp.rank, rp.pid, "down", why, {}))
+            elif counters is None:
+                ranks.append(RankHealth(rp.rank, rp.pid, "unresponsive", "", {}))
+            else:
+                ranks.append(RankHealth(rp.rank, rp.pid, "up", "", dict(counters)))
+        return HealthReport(all(r.state == "up" for r in ranks), tuple(ranks), len(self._coordinator.core.live))
+
+    async def close(self, grace: float = 5.0) -> None:
+        """Fail what is in flight, stop every worker (SIGKILL after `grace` s), release everything."""
+        if self._closed:
+            return
+        self._closed = True
+        for request in list(self._coordinator.core.live):
+            self._coordinator.core.cancel(request, "the runtime is shutting down")
+        self._coordinator.flush()
+        try:
+            await self._supervisor.stop(self._coordinator.shutdown, grace)
+        finally:
+            await self._coordinator.close()
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+
+
+def request_spec(params: Mapping[str, Any] | None = None, task: str = "", parts: list[Any] | None = None,
+                 inputs: Mapping[str, Any] | None = None, outputs: list[str] | None = None,
+                 input_modalities: list[str] | None = None, think: bool = False) -> RequestSpec:
+    """A RequestSpec from plain values (JSON-shaped), checked; RequestError names the bad field."""
+    if not isinstance(params or {}, Mapping) or not all(isinstance(k, str) for k in params or {}):
+        raise RequestError("params must be an object of named values")
+    if not isinstance(inputs or {}, Mapping) or not all(isinstance(k, str) for k in inputs or {}):
+        raise RequestError("inputs must be an object of named values")
+    if not isinstance(task, str):
+        raise RequestError("task must be a string")
+    if not isinstance(think, bool):
+        raise RequestError("think must be true or false")
+    out_list = ["text"] if outputs is None else outputs
+    if not isinstance(out_list, list | tuple) or not out_list or not all(isinstance(m, str) for m in out_list):
+        raise RequestError("outputs must be a non-empty list of modalities (text, image, audio, ...)")
+    if not isinstance(parts or [], list | tuple):
+        raise RequestError("parts must be a list of {kind, payload} objects")
+    checked_parts = [_part(i, p) for i, p in enumerate(parts or [])]
+    if input_modalities is None:
+        input_modalities = list(dict.fromkeys(p.kind for p in checked_parts))
+    elif not isinstance(input_modalities, list | tuple) or not all(isinstance(m, str) for m in input_modalities):
+        raise RequestError("input_modalities must be a list of modalities")
+    return RequestSpec(dict(params or {}), task, checked_parts, dict(inputs or {}), list(input_modalities),
+                       list(out_list), think)
+
+
+def _part(index: int, part: Any) -> Part:
+    if isinstance(part, Part):
+        return part
+    if isinstance(part, Mapping) and isinstance(part.get("kind"), str) and "payload" in part and len(part) == 2:
+        return Part(part["kind"], part["payload"])
+    raise RequestError(f"part {index} must be an object {{kind, payload}} with kind a string")

@@ -1,0 +1,241 @@
+"""Paged attention: the KV page layout, writing new keys/values into pages, and attention over a
+ragged batch whose keys live in pages. This module is the pure-torch path (CPU, and any device);
+`attention_cuda.py` is FlashInfer's, imported only by `attention_backend` for a CUDA device.
+
+Layout, per layer: k_pages, v_pages: [num_pages, page_size, kv_heads, head_dim] (FlashInfer's NHD).
+A sequence's token at position p lives in page page_table[p // page_size], slot p % page_size.
+
+One step's batch: sequence b has L_b tokens cached in its pages and n_b new tokens, packed in
+q: [sum n_b, heads, head_dim]; new token i sits at position L_b + i.
+- mode "causal": token i attends to positions <= L_b + i (a bottom-right aligned causal mask, which
+  covers decode, appends and chunked prefill alike); mode "prefix": to all L_b + n_b positions.
+- write=True: the new keys/values go into the pages at L_b .. L_b + n_b - 1, then attention reads
+  the pages. write=False (a frozen prefix): the pages are only read; the new tokens' own keys and
+  values are passed in directly and attended after the L_b cached positions, and nothing is written.
+Backends plan once per step (host-side metadata, shared by every layer) and attend once per layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+Mode = Literal["causal", "prefix"]
+
+
+@dataclass(frozen=True)
+class KVStorage:
+    """Every layer's pages of one pool; `layer(i)` gives that layer's (k_pages, v_pages) views."""
+
+    k: Tensor  # [layers, num_pages, page_size, kv_heads, head_dim]
+    v: Tensor  # [layers, num_pages, page_size, kv_heads, head_dim]
+
+    @staticmethod
+    def allocate(layers: int, num_pages: int, page_size: int, kv_heads: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> KVStorage:
+        shape = (layers, num_pages, page_size, kv_heads, head_dim)
+        return KVStorage(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+
+    @property
+    def page_size(self) -> int:
+        return self.k.shape[2]
+
+    def layer(self, index: int) -> tuple[Tensor, Tensor]:
+        return self.k[index], self.v[index]  # each [num_pages, page_size, kv_heads, head_dim]
+
+
+@dataclass(frozen=True)
+class AttentionBatch:
+    """Host-side description of one step: per sequence its page table, cached length and new tokens."""
+
+    page_tables: Sequence[Sequence[int]]
+    cached_lengths: Sequence[int]
+    q_lengths: Sequence[int]
+    page_size: int
+    mode: Mode = "causal"
+    write: bool = True
+
+    def __post_init__(self) -> None:
+        if not len(self.page_tables) == len(self.cached_lengths) == len(self.q_lengths):
+            raise ValueError("page_tables, cached_lengths and q_lengths must have one entry per sequence")
+        if self.mode not in ("causal", "prefix"):
+            raise ValueError(f"unknown attention mode {self.mode!r}")
+        for table, length in zip(self.page_tables, self.kv_lengths):
+            if len(table) * self.page_size < length:
+                raise ValueError(f"{len(table)} pages of {self.page_size} cannot hold {length} tokens")
+
+    @property
+    def kv_lengths(self) -> list[int]:
+        """Tokens read from the pages: the cached ones, plus the new ones when they are written."""
+        if not self.write:
+            return list(self.cached_lengths)
+        return [c + n for c, n in zip(self.cached_lengths, self.q_lengths)]
+
+    def positions(self) -> Tensor:
+        """The position of every new token, packed like q."""
+        ranges = [torch.arange(c, c + n) for c, n in zip(self.cached_lengths, self.q_lengths)]
+        return torch.cat(ranges) if ranges else torch.empty(0, dtype=torch.int64)  # [sum n]
+
+
+class AttentionBackend(Protocol):
+    def plan(self, batch: AttentionBatch) -> Any: ...
+
+    def attend(self, plan: Any, q: Tensor, k: Tensor, v: Tensor, k_pages: Tensor, v_pages: Tensor) -> Tensor: ...
+
+
+@dataclass(frozen=True)
+class KVStep:
+    """What one forward needs to use a paged cache: the pages, the backend and this step's plan."""
+
+    storage: KVStorage
+    backend: AttentionBackend
+    plan: Any
+
+    def attend(self, layer: int, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        k_pages, v_pages = self.storage.layer(layer)
+        return self.backend.attend(self.plan, q, k, v, k_pages, v_pages)
+
+
+@dataclass(frozen=True)
+class TorchPlan:
+    """Index tensors for one step of the torch path; B sequences, Q = max n_b, K = keys per row."""
+
+    write: bool  # True: the new tokens are in the pages; False: they come in as k_new/v_new (frozen prefix)
+    write_slots: Tensor  # [sum n] int64: flat slot (page * page_size + offset) of each new token
+    key_slots: Tensor  # [B, K_pages] int64: flat slot of each key read from the pages (0 where padding)
+    q_index: Tensor  # [B, Q] int64: packed row of each (sequence, new token) (0 where padding)
+    out_index: Tensor  # [sum n] int64: row of the padded [B * Q] output holding each packed token
+    mask: Tensor | None  # [B, 1, Q, K] bool, True = attend; K = K_pages (+ Q when not writing); None = all
+
+
+def plan_torch(batch: AttentionBatch, device: torch.device | str = "cpu") -> TorchPlan:
+    """Build the gather/scatter indices and the explicit mask for one step (vectorised, on the host)."""
+    size = batch.page_size
+    cached = torch.tensor(batch.cached_lengths, dtype=torch.int64)  # [B]
+    q_len = torch.tensor(batch.q_lengths, dtype=torch.int64)  # [B]
+    kv_len = torch.tensor(batch.kv_lengths, dtype=torch.int64)  # [B]
+    tables = _pad_tables(batch.page_tables)  # [B, P]
+    batch_size, max_q, max_kv = len(q_len), max(batch.q_lengths, default=0), max(batch.kv_lengths, default=0)
+
+    new = torch.arange(max_q)  # [Q]
+    q_valid = new[None, :] < q_len[:, None]  # [B, Q]
+    q_pos = cached[:, None] + new[None, :]  # [B, Q]
+    starts = torch.cumsum(q_len, 0) - q_len  # [B]
+    q_index = torch.where(q_valid, starts[:, None] + new[None, :], 0)  # [B, Q]
+    out_index = torch.nonzero(q_valid.reshape(-1)).reshape(-1)  # [sum n]
+
+    key = torch.arange(max_kv)  # [K_pages]
+    key_valid = key[None, :] < kv_len[:, None]  # [B, K_pages]
+    key_slots = torch.where(key_valid, _slots(tables, key.expand(batch_size, -1), size), 0)  # [B, K_pages]
+    key_pos = key.expand(batch_size, -1)  # [B, K_pages]
+    if not batch.write:
+        key_valid = torch.cat([key_valid, q_valid], dim=1)  # [B, K_pages + Q]
+        key_pos = torch.cat([key_pos, q_pos], dim=1)  # [B, K_pages + Q]
+    write_slots = _slots(tables, q_pos, size)[q_valid] if batch.write else torch.empty(0, dtype=torch.int64)
+
+    allowed = key_valid[:, None, :].expand(-1, max_q, -1)  # [B, Q, K]
+    if batch.mode == "causal":
+        allowed = allowed & (key_pos[:, None, :] <= q_pos[:, :, None])  # [B, Q, K]
+    allowed = allowed | ~q_valid[:, :, None]  # padded query rows attend to everything (and are dropped)
+    mask = None if bool(allowed.all()) else allowed[:, None].to(device)  # [B, 1, Q, K]
+    return TorchPlan(batch.write, write_slots.to(device), key_slots.to(device), q_index.to(device),
+                     out_index.to(device), mask)
+
+
+def _pad_tables(tables: Sequence[Sequence[int]]) -> Tensor:
+    width = max((len(t) for t in tables), default=0)
+    padded = torch.zeros(len(tables), max(width, 1), dtype=torch.int64)  # [B, P]
+    for row, table in enumerate(tables):
+        padded[row, : len(table)] = torch.as_tensor(table, dtype=torch.int64)
+    return padded
+
+
+def _slots(tables: Tensor, positions: Tensor, page_size: int) -> Tensor:
+    """Flat slot of each position: page_table[p // page_size] * page_size + p % page_size."""
+    page_col = (positions // page_size).clamp(max=tables.shape[1] - 1)  # [B, X]
+    return tables.gather(1, page_col) * page_size + positions % page_size  # [B, X]
+
+
+def write_kv(k_pages: Tensor, v_pages: Tensor, k: Tensor, v: Tensor, slots: Tensor) -> None:
+    """Scatter new keys/values k, v: [N, kv_heads, head_dim] into the pages at flat slots [N]."""
+    kv_heads, head_dim = k_pages.shape[2:]
+    k_pages.view(-1, kv_heads, head_dim).index_copy_(0, slots, k.to(k_pages.dtype))  # [pages * size, kvh, d]
+    v_pages.view(-1, kv_heads, head_dim).index_copy_(0, slots, v.to(v_pages.dtype))  # [pages * size, kvh, d]
+
+
+def run_torch(plan: TorchPlan, q: Tensor, k_pages: Tensor, v_pages: Tensor,
+              k_new: Tensor | None = None, v_new: Tensor | None = None, scale: float | None = None) -> Tensor:
+    """Attention of packed q: [sum n, heads, head_dim] over the pages (+ k_new/v_new when not writing)."""
+    batch_size, max_q = plan.q_index.shape
+    heads, head_dim = q.shape[1:]
+    kv_heads = k_pages.shape[2]
+    keys = k_pages.view(-1, kv_heads, head_dim)[plan.key_slots]  # [B, K_pages, kv_heads, head_dim]
+    values = v_pages.view(-1, kv_heads, v_pages.shape[3])[plan.key_slots]  # [B, K_pages, kv_heads, head_dim]
+    if not plan.write:
+        if k_new is None or v_new is None:
+            raise ValueError("a frozen-prefix step needs the new tokens' k_new and v_new")
+        keys = torch.cat([keys, k_new.to(keys.dtype)[plan.q_index]], dim=1)  # [B, K_pages + Q, kv_heads, head_dim]
+        values = torch.cat([values, v_new.to(values.dtype)[plan.q_index]], dim=1)  # [B, K_pages + Q, kv_heads, d]
+    padded = q[plan.q_index].transpose(1, 2)  # [B, heads, Q, head_dim]
+    out = F.scaled_dot_product_attention(
+        padded, keys.transpose(1, 2).to(q.dtype), values.transpose(1, 2).to(q.dtype),
+        attn_mask=plan.mask, scale=scale, enable_gqa=heads != kv_heads,
+    )  # [B, heads, Q, head_dim]
+    return out.transpose(1, 2).reshape(batch_size * max_q, heads, -1)[plan.out_index]  # [sum n, heads, head_dim]
+
+
+def paged_attention(q: Tensor, k_pages: Tensor, v_pages: Tensor, page_tables: Sequence[Sequence[int]],
+                    kv_lengths: Sequence[int], q_lengths: Sequence[int], mode: Mode = "causal",
+                    k_new: Tensor | None = None, v_new: Tensor | None = None, scale: float | None = None) -> Tensor:
+    """One-shot paged attention; kv_lengths counts the tokens in the pages (new ones included if written).
+
+    Without k_new/v_new the last q_lengths[b] tokens in the pages are the new ones. With them, the
+    pages are a read-only prefix of kv_lengths[b] tokens and the new tokens' keys follow it.
+    """
+    frozen = k_new is not None
+    cached = list(kv_lengths) if frozen else [t - n for t, n in zip(kv_lengths, q_lengths)]
+    batch = AttentionBatch(page_tables, cached, q_lengths, k_pages.shape[1], mode, write=not frozen)
+    return run_torch(plan_torch(batch, q.device), q, k_pages, v_pages, k_new, v_new, scale)
+
+
+def dense_attention(q: Tensor, k: Tensor, v: Tensor, mode: Mode = "causal", scale: float | None = None) -> Tensor:
+    """Attention without a cache: q [B, T, heads, d], k, v [B, T, kv_heads, d] -> [B, T, heads, d]."""
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+        is_causal=mode == "causal", scale=scale, enable_gqa=q.shape[2] != k.shape[2],
+    )  # [B, heads, T, d]
+    return out.transpose(1, 2)  # [B, T, heads, d]
+
+
+class TorchAttention:
+    """The pure-torch backend: plan = index tensors; attend = write (unless frozen), gather, SDPA."""
+
+    def __init__(self, device: torch.device | str = "cpu", scale: float | None = None) -> None:
+        self.device = torch.device(device)
+        self.scale = scale
+
+    def plan(self, batch: AttentionBatch) -> TorchPlan:
+        return plan_torch(batch, self.device)
+
+    def attend(self, plan: TorchPlan, q: Tensor, k: Tensor, v: Tensor, k_pages: Tensor, v_pages: Tensor) -> Tensor:
+        if plan.write:
+            write_kv(k_pages, v_pages, k, v, plan.write_slots)
+            return run_torch(plan, q, k_pages, v_pages, scale=self.scale)
+        return run_torch(plan, q, k_pages, v_pages, k, v, scale=self.scale)
+
+
+def attention_backend(device: torch.device | str, heads: int, kv_heads: int, head_dim: int, page_size: int,
+                      dtype: torch.dtype = torch.float16, prefer_flashinfer: bool = True) -> AttentionBackend:
+    """FlashInfer on a CUDA device when it is installed and wanted; the torch path otherwise."""
+    device = torch.device(device)
+    if device.type == "cuda" and prefer_flashinfer:
+        from wgc.runtime.engines.attention_cuda import FlashInferAttention, flashinfer_available
+
+        if flashinfer_available():
+            return FlashInferAttention(device, heads, kv_heads, head_dim, page_size, dtype)
+    return TorchAttention(device)

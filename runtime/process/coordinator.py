@@ -1,0 +1,157 @@
+"""The coordinator's side of the wire: CoordinatorCore behind sockets, on the asyncio event loop.
+
+Why the event loop and not a thread: CoordinatorCore is plain single-threaded
+state, and its callers (this API, the HTTP layer) live on the loop; keeping the
+sockets there too means no locks and no cross-thread hand-off of events. The
+coordinator's work per message is small (the heavy work is on the workers), so
+it does not hold the loop up. Receiving is `zmq.asyncio`; sending uses plain
+sockets on the same ZeroMQ context, which never block (unbounded queues).
+
+Ordering. ZeroMQ keeps each rank's messages in order, not the order across
+ranks. A FlowDone or StreamDone from one rank may overtake an Output another
+rank sent before it (causally earlier, over another socket); delivered at once,
+the core would end the request and drop that output. So a "done" message goes
+to the core only after a probe of every rank came back (probes.py): a reply
+from a rank arrives after everything that rank sent earlier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import zmq
+import zmq.asyncio
+from wgc.runtime.codec import Codec
+from wgc.runtime.coordinator.core import CoordinatorCore, Event
+from wgc.runtime.messages import CancelAck, FlowDone, Health, HealthQuery, Message, Ready, Shutdown, StreamDone
+from wgc.runtime.process import wire
+from wgc.runtime.process.endpoints import Endpoints
+from wgc.runtime.process.probes import Probes
+
+from wgc.plan.model import Plan
+
+log = logging.getLogger("wgc.runtime")
+
+
+@dataclass
+class AckWait:
+    waiting: set[int]  # ranks that have not acknowledged yet
+    acked: set[int]
+    done: asyncio.Future[None]
+
+
+class Coordinator:
+    def __init__(self, plan: Plan, endpoints: Endpoints, fake: bool, on_event: Callable[[Event], None],
+                 on_ready: Callable[[int], None]) -> None:
+        self.n_ranks = len(plan.ranks)
+        self.on_event = on_event
+        self.on_ready = on_ready
+        self.codec = Codec()
+        self.ctx = zmq.asyncio.Context()
+        self.inbox = wire.pull_socket(self.ctx, endpoints.coordinator)
+        self.sync_ctx = zmq.Context.shadow(self.ctx.underlying)
+        self.outboxes = [wire.push_socket(self.sync_ctx, ep) for ep in endpoints.ranks]
+        self.down: dict[int, str] = {}
+        self.core = CoordinatorCore(plan, self.send, fake)
+        self.probes = Probes(lambda rank: self.send(rank, HealthQuery()))
+        self.acks: dict[int, AckWait] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._receive(), name="wgc-coordinator")
+
+    def send(self, destination: int, msg: Message) -> None:
+        if destination not in self.down:
+            wire.send(self.outboxes[destination], self.codec, msg)
+
+    def shutdown(self, rank: int) -> None:
+        self.send(rank, Shutdown())
+
+    def alive(self) -> list[int]:
+        return [r for r in range(self.n_ranks) if r not in self.down]
+
+    # ---- inbound -------------------------------------------------------------------------
+
+    async def _receive(self) -> None:
+        while True:
+            frames = await self.inbox.recv_multipart(copy=False)
+            try:
+                self.route(wire.decode(self.codec, frames))
+            except Exception:  # a coordinator bug on one message must not stop the others
+                log.exception("wgc coordinator: a message could not be handled")
+            self.flush()
+
+    def route(self, msg: Message) -> None:
+        if isinstance(msg, Ready):
+            self.on_ready(msg.rank)
+        elif isinstance(msg, Health):
+            self.probes.answer(msg)
+        elif isinstance(msg, CancelAck):
+            self._acked(msg)
+        elif isinstance(msg, FlowDone | StreamDone) and self.n_ranks > 1:
+            self.probes.ask_all(self.alive(), lambda _replies: self.core.on_message(msg))
+        else:
+            self.core.on_message(msg)
+
+    def flush(self) -> None:
+        """Hand the core's events to the API."""
+        events, self.core.events = self.core.events, []
+        for event in events:
+            self.on_event(event)
+
+    # ---- cancel acknowledgements -----------------------------------------------------------
+
+    def expect_acks(self, request: int) -> AckWait:
+        wait = AckWait(set(self.alive()), set(), asyncio.get_running_loop().create_future())
+        self.acks[request] = wait
+        self._check(request)
+        return wait
+
+    def _acked(self, msg: CancelAck) -> None:
+        wait = self.acks.get(msg.request)
+        if wait is not None:
+            wait.waiting.discard(msg.rank)
+            wait.acked.add(msg.rank)
+            self._check(msg.request)
+
+    def _check(self, request: int) -> None:
+        wait = self.acks[request]
+        if not wait.waiting:
+            del self.acks[request]
+            if not wait.done.done():
+                wait.done.set_result(None)
+
+    def cancel(self, request: int, reason: str = "cancelled") -> AckWait | None:
+        """Cancel a request in flight and start collecting its CancelAcks; None when it has ended."""
+        if request not in self.core.live:
+            return None
+        wait = self.expect_acks(request)
+        self.core.cancel(request, reason)
+        self.flush()
+        return wait
+
+    # ---- failures and shutdown ----------------------------------------------------------------
+
+    def rank_down(self, rank: int, why: str) -> None:
+        self.down[rank] = why
+        self.core.rank_down(rank, why)
+        self.probes.rank_down(rank)
+        for request in list(self.acks):
+            self.acks[request].waiting.discard(rank)
+            self._check(request)
+        self.flush()
+
+    async def close(self) -> None:
+        for wait in self.acks.values():  # no worker will answer any more
+            if not wait.done.done():
+                wait.done.set_result(None)
+        self.acks.clear()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for sock in self.outboxes:
+            sock.close(linger=0)
+        self.ctx.destroy(linger=0)

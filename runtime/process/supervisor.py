@@ -1,0 +1,157 @@
+"""Starts one worker process per rank, waits until each reports ready, watches them, stops them.
+
+Workers are plain subprocesses (`python -m wgc.runtime.process.worker_main`)
+with string arguments: nothing is pickled. Each one's standard input is a pipe
+from this process, so a worker whose parent dies sees end of file and exits.
+A worker's exit is noticed through a pidfd on the event loop (a 50 ms poll
+where pidfds are missing); an unexpected exit is reported once, with the exit
+status and the reason the worker wrote.
+
+Stopping: Shutdown to every worker and its pipe closed, a grace period, then
+SIGKILL for any still running; every process is reaped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wgc.runtime.process.endpoints import Endpoints
+from wgc.runtime.process.errors import StartError
+
+OnDown = Callable[[int, str], None]
+
+
+@dataclass
+class RankProcess:
+    rank: int
+    proc: subprocess.Popen[bytes]
+    error_file: Path
+    exited: asyncio.Future[int]
+    ready: bool = False
+    down: str = ""  # why the process is gone, once it is
+    watch: list[Callable[[], None]] = field(default_factory=list)  # undoes the exit watch
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+def exit_reason(code: int, error_file: Path) -> str:
+    if code < 0:
+        try:
+            why = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            why = f"killed by signal {-code}"
+    else:
+        why = f"exited with code {code}"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        line = error_file.read_text(encoding="utf-8").strip()
+        if line:
+            why += f": {line}"
+    return why
+
+
+class Supervisor:
+    def __init__(self, plan_path: str, endpoints: Endpoints, run_dir: str, fake: bool, on_down: OnDown) -> None:
+        self.plan_path = plan_path
+        self.endpoints = endpoints
+        self.run_dir = Path(run_dir)
+        self.fake = fake
+        self.on_down = on_down
+        self.ranks: list[RankProcess] = []
+        self.stopping = False
+        self._all_ready: asyncio.Future[None] | None = None
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._all_ready = loop.create_future()
+        for rank in range(len(self.endpoints.ranks)):
+            error_file = self.run_dir / f"rank{rank}.error"
+            args = [sys.executable, "-m", "wgc.runtime.process.worker_main", "--plan", self.plan_path,
+                    "--rank", str(rank), "--coordinator", self.endpoints.coordinator,
+                    "--endpoints", ",".join(self.endpoints.ranks), "--error-file", str(error_file)]
+            if self.fake:
+                args.append("--fake")
+            # stdout goes to our stderr: a worker's prints must never mix into our own output
+            proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=2, close_fds=True)
+            rp = RankProcess(rank, proc, error_file, loop.create_future())
+            self.ranks.append(rp)
+            self._watch(rp, loop)
+
+    def _watch(self, rp: RankProcess, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            fd = os.pidfd_open(rp.pid)
+        except (AttributeError, OSError):
+            task = loop.create_task(self._poll_exit(rp))
+            rp.watch.append(task.cancel)
+            return
+        loop.add_reader(fd, self._exited, rp)
+        rp.watch.append(lambda: (loop.remove_reader(fd), os.close(fd)))
+
+    async def _poll_exit(self, rp: RankProcess) -> None:
+        while rp.proc.poll() is None:
+            await asyncio.sleep(0.05)
+        self._exited(rp)
+
+    def _exited(self, rp: RankProcess) -> None:
+        for undo in rp.watch:
+            undo()
+        rp.watch.clear()
+        code = rp.proc.wait()
+        rp.down = exit_reason(code, rp.error_file)
+        if not rp.exited.done():
+            rp.exited.set_result(code)
+        if self.stopping:
+            return
+        if self._all_ready is not None and not self._all_ready.done():
+            self._all_ready.set_exception(StartError(f"rank {rp.rank} could not start: {rp.down}"))
+            return
+        self.on_down(rp.rank, rp.down)
+
+    def mark_ready(self, rank: int) -> None:
+        self.ranks[rank].ready = True
+        if all(r.ready for r in self.ranks) and self._all_ready is not None and not self._all_ready.done():
+            self._all_ready.set_result(None)
+
+    async def wait_ready(self, timeout: float) -> None:
+        assert self._all_ready is not None, "start() first"
+        await asyncio.wait([self._all_ready], timeout=timeout)
+        if not self._all_ready.done():
+            late = ", ".join(str(r.rank) for r in self.ranks if not r.ready)
+            raise StartError(f"rank {late} did not report ready within {timeout:g} s")
+        self._all_ready.result()
+
+    async def stop(self, shutdown: Callable[[int], None], grace: float = 5.0) -> None:
+        """Shutdown to each live worker and its pipe closed; SIGKILL after `grace` seconds; all reaped."""
+        self.stopping = True
+        if self._all_ready is not None:
+            if self._all_ready.done() and not self._all_ready.cancelled():
+                self._all_ready.exception()  # retrieved: a start failure was already raised or is moot
+            else:
+                self._all_ready.cancel()
+        live = [r for r in self.ranks if not r.exited.done()]
+        for rp in live:
+            shutdown(rp.rank)
+            with contextlib.suppress(OSError):
+                if rp.proc.stdin is not None:
+                    rp.proc.stdin.close()
+        if live:
+            await asyncio.wait([r.exited for r in live], timeout=grace)
+        for rp in self.ranks:
+            if rp.proc.poll() is None:
+                rp.proc.kill()
+            rp.proc.wait()
+            for undo in rp.watch:
+                undo()
+            rp.watch.clear()
+            with contextlib.suppress(OSError):
+                if rp.proc.stdin is not None:
+                    rp.proc.stdin.close()

@@ -1,0 +1,88 @@
+"""One rank as a process: its executor behind a PULL socket, PUSH sockets to every peer.
+
+The loop: wait for messages (or for the parent to go away), take every message
+already waiting, then let the executor run. Taking all waiting messages
+before running batches requests that arrive together (continuous batching).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+
+import zmq
+from wgc.runtime.codec import Codec
+from wgc.runtime.component import Component, load_class
+from wgc.runtime.fake import FakeComponent
+from wgc.runtime.messages import Message, Ready, Shutdown
+from wgc.runtime.process import wire
+from wgc.runtime.process.endpoints import Endpoints
+from wgc.runtime.process.gate import InitGate
+from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
+
+from wgc.plan.model import Plan
+
+_BATCH = 512  # messages taken per round at most, so a flood of messages cannot starve the executor
+
+
+def build_components(plan: Plan, rank: int, fake: bool) -> dict[str, Component]:
+    """The components placed on `rank`: fakes (no weights), or each class's tiny preset."""
+    device = plan.ranks[rank].device
+    out: dict[str, Component] = {}
+    for spec in plan.components:
+        if rank in spec.ranks:
+            out[spec.name] = FakeComponent(spec, rank, device) if fake else load_class(spec.cls).tiny(spec, rank, device)
+    return out
+
+
+class Worker:
+    def __init__(self, plan: Plan, rank: int, endpoints: Endpoints, fake: bool, parent_fd: int) -> None:
+        self.rank = rank
+        self.parent_fd = parent_fd  # a pipe from the parent: end of file means the parent is gone
+        self.codec = Codec()
+        self.local: deque[Message] = deque()  # messages to this rank itself
+        components = build_components(plan, rank, fake)
+        self.executor = Executor(plan, rank, components, self.send, Options(fake_inputs=fake))
+        self.gate = InitGate(self.executor)
+        self.ctx = zmq.Context()
+        self.inbox = wire.pull_socket(self.ctx, endpoints.ranks[rank])
+        self.outboxes = {r: wire.push_socket(self.ctx, ep) for r, ep in enumerate(endpoints.ranks) if r != rank}
+        self.outboxes[COORDINATOR] = wire.push_socket(self.ctx, endpoints.coordinator)
+
+    def send(self, destination: int, msg: Message) -> None:
+        if destination == self.rank:
+            self.local.append(msg)
+        else:
+            wire.send(self.outboxes[destination], self.codec, msg)
+
+    def serve(self) -> str:
+        """Run until Shutdown or until the parent goes away; returns which."""
+        self.send(COORDINATOR, Ready(self.rank, os.getpid()))
+        poller = zmq.Poller()
+        poller.register(self.inbox, zmq.POLLIN)
+        poller.register(self.parent_fd, zmq.POLLIN)
+        while True:
+            events = dict(poller.poll(0 if self.local else None))
+            if self.parent_fd in events and not os.read(self.parent_fd, 4096):
+                return "parent gone"
+            if not self._take_waiting():
+                return "shutdown"
+            self.executor.run()
+
+    def _take_waiting(self) -> bool:
+        """Deliver every message already here; False on Shutdown."""
+        while self.local:
+            self.gate.deliver(self.local.popleft())
+        for _ in range(_BATCH):
+            try:
+                frames = self.inbox.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            msg = wire.decode(self.codec, frames)
+            if isinstance(msg, Shutdown):
+                return False
+            self.gate.deliver(msg)
+        return True
+
+    def close(self) -> None:
+        self.ctx.destroy(linger=0)

@@ -1,0 +1,74 @@
+"""The worker process: `python -m wgc.runtime.process.worker_main --plan PATH --rank N ...`.
+
+Started by the supervisor with plain string arguments (no pickled objects),
+its standard input a pipe from the parent: when the parent dies, for whatever
+reason, the pipe reaches end of file and the worker exits, so no worker
+outlives its runtime. SIGINT is ignored (the terminal sends it to the whole
+process group; the parent shuts the workers down in order); SIGTERM and
+SIGKILL end the worker at once.
+
+Exit status: 0 after Shutdown or the parent's end, 3 when the rank cannot
+start (plan, components, sockets), 1 on an internal error. The reason is also
+written as one line to `--error-file`, for the supervisor to report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import traceback
+
+from wgc.runtime.process.endpoints import Endpoints
+
+EXIT_START = 3
+EXIT_INTERNAL = 1
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="wgc-worker", description="One rank of a wgc runtime.")
+    p.add_argument("--plan", required=True, help="plan file")
+    p.add_argument("--rank", required=True, type=int)
+    p.add_argument("--coordinator", required=True, help="the coordinator's endpoint")
+    p.add_argument("--endpoints", required=True, help="every rank's endpoint, comma-separated, in rank order")
+    p.add_argument("--error-file", required=True, help="where to write the reason this worker stopped")
+    p.add_argument("--fake", action="store_true", help="fake components (no weights)")
+    return p.parse_args(argv)
+
+
+def _report(path: str, line: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(" ".join(line.split()) + "\n")
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from wgc.runtime.process.worker import Worker
+
+    from wgc.plan.file import PlanFileError, load_plan
+
+    endpoints = Endpoints(args.coordinator, tuple(args.endpoints.split(",")))
+    try:
+        _, plan = load_plan(args.plan)
+        worker = Worker(plan, args.rank, endpoints, args.fake, sys.stdin.fileno())
+    except Exception as err:  # noqa: BLE001 - any start-up failure becomes one line for the supervisor
+        _report(args.error_file, str(err) if isinstance(err, (ImportError, OSError, PlanFileError)) else
+                f"{type(err).__name__}: {err}")
+        return EXIT_START
+    try:
+        worker.serve()
+    except Exception as err:  # noqa: BLE001 - reported, with the traceback on stderr
+        traceback.print_exc()
+        _report(args.error_file, f"internal error: {type(err).__name__}: {err}")
+        return EXIT_INTERNAL
+    finally:
+        worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
