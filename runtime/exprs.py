@@ -68,3 +68,12 @@ _RULES: dict[type, Callable[[Any, Env], Any]] = {
     m.EBinary: lambda e, env: binary(e.op, evaluate(e.left, env), evaluate(e.right, env)),
     m.EIndex: lambda e, env: _index(evaluate(e.base, env), evaluate(e.index, env)),
 }
+
+
+def evaluator(fake: bool) -> Callable[[m.Expr, Env], Any]:
+    """Mock-value rules for fake components (they must agree with the simulator), Python's otherwise."""
+    if fake:
+        from wgc.sim.exprs import evaluate as mock_evaluate
+
+        return mock_evaluate
+    return evaluate

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wgc.runtime.coordinator.request import RequestError, RequestSpec, resolve_params
-from wgc.runtime.exprs import evaluate
+from wgc.runtime.exprs import evaluator
 from wgc.runtime.flows.table import FlowError, FlowTable
 from wgc.runtime.messages import (
     Cancel,
@@ -104,6 +104,7 @@ class CoordinatorCore:
                            list(spec.input_modalities), list(spec.output_modalities), spec.think)
         starts = []
         for name, table in self.tables.items():
+            evaluate = evaluator(self.fake)
             cond = lambda e, kind, _i=init: evaluate(e, _ConditionEnv(self.plan, _i, self.fake, kind))  # noqa: E731
             if not table.starts(cond):
                 continue

@@ -220,6 +220,10 @@ class Executor:
                 except StepError as err:
                     self.fail(inst.request, str(err))
                     continue
+                except Exception as err:  # noqa: BLE001 - one request's failure must not take the rank down
+                    self.fail(inst.request, f"rank {self.rank}, walk {inst.walk}, instruction {inst.pc}: "
+                                            f"{type(err).__name__}: {err}")
+                    continue
                 if status is None:
                     self.finish(inst)
                 elif status.__class__ is Run:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wgc.runtime.component import Component
-from wgc.runtime.exprs import evaluate
+from wgc.runtime.exprs import evaluator
 from wgc.runtime.flows.table import FlowError
 from wgc.runtime.messages import Data, KvData, Output, StartWalk, StreamCredit, StreamDone, StreamItems
 from wgc.runtime.streams.buffer import ENDED, WAITING
@@ -87,6 +87,7 @@ class _Env:
 class Interpreter:
     def __init__(self, ex: Executor) -> None:
         self.ex = ex
+        self.evaluate = evaluator(ex.options.fake_inputs)
         self.handlers = {
             m.Eval: self._eval, m.Send: self._send, m.Recv: self._recv, m.Loop: self._loop,
             m.EndLoop: self._endloop, m.Push: self._push, m.Pop: self._pop, m.Emit: self._emit,
@@ -97,9 +98,11 @@ class Interpreter:
 
     def eval(self, e: m.Expr, inst: Instance) -> Any:
         try:
-            return evaluate(e, _Env(self.ex, inst))
+            return self.evaluate(e, _Env(self.ex, inst))
         except KeyError as err:
             raise self._error(inst, f"value `{err.args[0]}` is not available (freed or never set)") from None
+        except (TypeError, ValueError, ArithmeticError, IndexError, RuntimeError) as err:
+            raise self._error(inst, f"{type(err).__name__}: {err}") from None
 
     def missing_value(self, inst: Instance, name: str) -> StepError:
         return self._error(inst, f"value `{name}` is not available (freed or never set)")
@@ -142,7 +145,7 @@ class Interpreter:
         if isinstance(e, m.ELit):
             value = e.value
             return lambda inst: value
-        return lambda inst: evaluate(e, _Env(self.ex, inst))
+        return lambda inst: self.eval(e, inst)
 
     def before_call(self, inst: Instance, comp: Component, label: str) -> None:
         """A speculative RUN on a kv component: remember the label's extent so it can be rolled back."""
@@ -317,7 +320,7 @@ class Interpreter:
         if init is None:
             return False
         readers = [f for f, streams in self.ex.rp.read_by_flow.items() if stream in streams]
-        return any(self.ex.rp.flows[f].starts(lambda e, _k: evaluate(e, _Env(self.ex, None, request=request)))
+        return any(self.ex.rp.flows[f].starts(lambda e, _k: self.evaluate(e, _Env(self.ex, None, request=request)))
                    for f in readers)
 
     def stream_items(self, msg: StreamItems) -> None:
@@ -397,7 +400,7 @@ class Interpreter:
         init = self.ex.requests[inst.request]
 
         def cond(e: m.Expr, kind: str | None) -> Any:
-            return evaluate(e, _Env(self.ex, None, dict(inst.flow.results) | ({inst.walk: result} if ins.result else {}),
+            return self.evaluate(e, _Env(self.ex, None, dict(inst.flow.results) | ({inst.walk: result} if ins.result else {}),
                                     kind, request=inst.request))
 
         try:

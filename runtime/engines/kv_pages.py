@@ -1,0 +1,298 @@
+"""The KV page allocator of one kv component on one rank: a pure object over plain data (no torch).
+
+The pool is `num_pages` pages of `page_size` token slots, sized from memory (`pages_for_budget`),
+never a constant. Per request the allocator keeps several labels (guidance contexts over one
+pool); each label is a sequence: the page ids its tokens live in and its length in tokens. Token
+i of a sequence lives at slot `i % page_size` of page `pages[i // page_size]`. A label that holds
+nothing and an absent label are the same thing.
+
+Sharing. Each page has a reference count, the number of sequences that hold it. `fork` makes the
+target hold exactly the source's pages, its partial last page included, and allocates nothing:
+it can never run out (and `Component.fork` has no way to say so). A sequence writes only at its
+end, so the one page it ever writes is its partial last page (or a fresh one). `append` copies
+that page first when another sequence still holds it (copy-on-write), and reports the copy as
+(old page, new page) for the engine to perform on the device before the write. Full pages are
+never copied: every holder only reads them. Copying lazily rather than at fork time means no
+copy for a snapshot that is never written to, and one rule also covers `truncate` back into a
+page a fork shares. Once the first writer has copied, the other holder owns the page alone and
+writes in place, so a fork both of whose sides grow costs exactly one page copy.
+
+Exhaustion is a value, not an exception: `append` and `import_` return `Exhausted` and change
+nothing (never half-allocate). `can_append` and `pages_needed` let the scheduler check first and
+defer or reject the request; a sum of `pages_needed` over a batch is an upper bound.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+def page_bytes(page_size: int, kv_layers: int, kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Bytes of one page: K and V of every layer, `kv_heads` being this rank's share of the heads."""
+    return 2 * kv_layers * kv_heads * head_dim * dtype_bytes * page_size
+
+
+def pages_for_budget(budget_bytes: int, page_size: int, kv_layers: int, kv_heads: int, head_dim: int,
+                     dtype_bytes: int) -> int:
+    """How many whole pages fit in `budget_bytes` (the same arithmetic as the placement's memory table)."""
+    for name, value in (("page_size", page_size), ("kv_layers", kv_layers), ("kv_heads", kv_heads),
+                        ("head_dim", head_dim), ("dtype_bytes", dtype_bytes)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, found {value}")
+    if budget_bytes < 0:
+        raise ValueError(f"the KV budget must not be negative, found {budget_bytes}")
+    return budget_bytes // page_bytes(page_size, kv_layers, kv_heads, head_dim, dtype_bytes)
+
+
+def budget_bytes(kv_memory: int | None, fraction: float | None, capacity_bytes: int | None) -> int:
+    """The pool's bytes from the engine settings: `kv_memory` as given, else `fraction` of the rank's
+    capacity (the device's memory on GPU, the placement's cluster.memory on CPU)."""
+    if kv_memory is not None:
+        return kv_memory
+    if fraction is None or capacity_bytes is None:
+        raise ValueError("a KV pool needs kv_memory, or kv_memory_fraction and the rank's memory capacity")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"kv_memory_fraction must be in (0, 1], found {fraction}")
+    return int(fraction * capacity_bytes)
+
+
+class Appended(NamedTuple):
+    """Where appended tokens go, and the page copies the engine must do first (whole pages)."""
+
+    slots: list[tuple[int, int]]  # (page, slot) of each appended token, in order
+    copies: list[tuple[int, int]]  # (old page, new page): copy-on-write of a shared partial page
+
+
+@dataclass(frozen=True)
+class Exhausted:
+    """Not enough free pages: nothing was allocated. The scheduler defers or rejects the request."""
+
+    needed: int
+    free: int
+
+
+@dataclass(frozen=True)
+class LabelExport:
+    """A label's metadata for moving it to another rank: read its tokens from these pages, in order."""
+
+    length: int
+    page_size: int
+    pages: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class _Sequence:
+    pages: list[int]
+    length: int
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class PageAllocator:
+    """Pages of one pool: reference-counted, shared between the labels of a request by fork."""
+
+    def __init__(self, num_pages: int, page_size: int) -> None:
+        if num_pages < 0:
+            raise ValueError(f"num_pages must not be negative, found {num_pages}")
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, found {page_size}")
+        self.num_pages = num_pages
+        self.page_size = page_size
+        self._refs = [0] * num_pages  # page → number of sequences holding it
+        self._free: deque[int] = deque(range(num_pages))  # exactly the pages with refcount 0
+        self._seqs: dict[int, dict[str, _Sequence]] = {}  # request → label → sequence
+        self._events = {"kv_exhausted": 0, "kv_copies": 0, "kv_forks": 0}
+
+    # ---- queries -----------------------------------------------------------------------
+
+    @property
+    def free_pages(self) -> int:
+        return len(self._free)
+
+    @property
+    def used_pages(self) -> int:
+        return self.num_pages - len(self._free)
+
+    def requests(self) -> list[int]:
+        return list(self._seqs)
+
+    def labels(self, request: int) -> list[str]:
+        return list(self._seqs.get(request, ()))
+
+    def length(self, request: int, label: str) -> int:
+        seq = self._get(request, label)
+        return 0 if seq is None else seq.length
+
+    def page_table(self, request: int, label: str) -> list[int]:
+        seq = self._get(request, label)
+        return [] if seq is None else list(seq.pages)
+
+    def refcount(self, page: int) -> int:
+        return self._refs[page]
+
+    def pages_needed(self, request: int, label: str, n_tokens: int) -> int:
+        """Free pages `append(request, label, n_tokens)` takes now, a copy-on-write page included."""
+        seq = self._get(request, label)
+        return _ceil_div(n_tokens, self.page_size) if seq is None else self._needed(seq, n_tokens)
+
+    def can_append(self, request: int, label: str, n_tokens: int) -> bool:
+        return self.pages_needed(request, label, n_tokens) <= len(self._free)
+
+    # ---- changes -----------------------------------------------------------------------
+
+    def append(self, request: int, label: str, n_tokens: int) -> Appended | Exhausted:
+        """Room for `n_tokens` more tokens at the label's end, or Exhausted and no change at all."""
+        if n_tokens < 0:
+            raise ValueError(f"cannot append {n_tokens} tokens")
+        if n_tokens == 0:
+            return Appended([], [])
+        seq = self._get(request, label)
+        if seq is None:
+            seq = _Sequence([], 0)
+        needed = self._needed(seq, n_tokens)
+        if needed > len(self._free):
+            self._events["kv_exhausted"] += 1
+            return Exhausted(needed, len(self._free))
+        ps = self.page_size
+        copies: list[tuple[int, int]] = []
+        if seq.length % ps and self._refs[seq.pages[-1]] > 1:
+            old, new = seq.pages[-1], self._take()
+            self._refs[old] -= 1  # still held by another sequence
+            seq.pages[-1] = new
+            copies.append((old, new))
+            self._events["kv_copies"] += 1
+        end = seq.length + n_tokens
+        seq.pages.extend(self._take() for _ in range(_ceil_div(end, ps) - len(seq.pages)))
+        slots = [(seq.pages[i // ps], i % ps) for i in range(seq.length, end)]
+        seq.length = end
+        self._seqs.setdefault(request, {})[label] = seq
+        return Appended(slots, copies)
+
+    def fork(self, request: int, target: str, source: str) -> None:
+        """Make `target` a snapshot of `source`: it holds the same pages (shared, nothing copied)."""
+        if target == source:
+            return
+        src = self._get(request, source)
+        self.free_label(request, target)
+        if src is None:
+            return
+        for page in src.pages:
+            pass
+        self._seqs.setdefault(request, {})[target] = _Sequence(list(src.pages), src.length)
+        self._events["kv_forks"] += 1
+
+    def truncate(self, request: int, label: str, n_tokens: int) -> None:
+        """Keep the first `n_tokens` tokens (undo a speculative step); pages past them are released."""
+        seq = self._get(request, label)
+        length = 0 if seq is None else seq.length
+        if not 0 <= n_tokens <= length:
+            raise ValueError(f"cannot truncate label {label!r} of request {request} to {n_tokens} tokens: "
+                             f"it holds {length}")
+        if seq is None:
+            return
+        keep = _ceil_div(n_tokens, self.page_size)
+        self._drop(seq.pages[keep:])
+        del seq.pages[keep:]
+        seq.length = n_tokens
+
+    def free_label(self, request: int, label: str) -> None:
+        labels = self._seqs.get(request)
+        if labels is None or label not in labels:
+            return
+        self._drop(labels.pop(label).pages)
+        if not labels:
+            del self._seqs[request]
+
+    def free_request(self, request: int) -> None:
+        """The request finished or was cancelled: every label's pages are released."""
+        for seq in self._seqs.pop(request, {}).values():
+            self._drop(seq.pages)
+
+    # ---- moving a label between ranks ----------------------------------------------------
+
+    def export(self, request: int, label: str) -> LabelExport:
+        """What the receiving rank needs; the label stays here until the caller frees it."""
+        seq = self._get(request, label)
+        if seq is None:
+            return LabelExport(0, self.page_size, ())
+        return LabelExport(seq.length, self.page_size, tuple(seq.pages))
+
+    def import_(self, request: int, label: str, state: LabelExport) -> Appended | Exhausted:
+        """Room for an exported label here: token i of `state` goes to `slots[i]` (page sizes may differ)."""
+        if self.length(request, label):
+            raise ValueError(f"cannot import into label {label!r} of request {request}: it holds tokens")
+        return self.append(request, label, state.length)
+
+    # ---- accounting ----------------------------------------------------------------------
+
+    def counters(self) -> dict[str, int]:
+        labels = [seq for per in self._seqs.values() for seq in per.values()]
+        return {
+            "kv_pages": self.num_pages,
+            "kv_pages_used": self.used_pages,
+            "kv_pages_free": self.free_pages,
+            "kv_pages_shared": sum(1 for r in self._refs if r > 1),
+            "kv_requests": len(self._seqs),
+            "kv_labels": len(labels),
+            "kv_tokens": sum(seq.length for seq in labels),
+            **self._events,
+        }
+
+    def check(self) -> None:
+        """Raise AssertionError unless every page is free or owned, never both, none lost, and each
+        page's reference count is the number of sequences holding it."""
+        problems: list[str] = []
+        held = [0] * self.num_pages
+        for request, labels in self._seqs.items():
+            if not labels:
+                problems.append(f"request {request} has an empty label table")
+            for label, seq in labels.items():
+                where = f"request {request} label {label!r}"
+                if len(seq.pages) != _ceil_div(seq.length, self.page_size):
+                    problems.append(f"{where}: {len(seq.pages)} pages for {seq.length} tokens")
+                if len(set(seq.pages)) != len(seq.pages):
+                    problems.append(f"{where} holds a page twice: {seq.pages}")
+                for page in seq.pages:
+                    if not 0 <= page < self.num_pages:
+                        problems.append(f"{where} holds page {page}, outside the pool")
+                    else:
+                        held[page] += 1
+        for page, (refs, count) in enumerate(zip(self._refs, held)):
+            if refs != count:
+                problems.append(f"page {page}: refcount {refs} but held by {count} sequences")
+        free = list(self._free)
+        if len(set(free)) != len(free):
+            problems.append("a page is on the free list twice")
+        unowned = {page for page, refs in enumerate(self._refs) if refs == 0}
+        if set(free) != unowned:
+            lost, both = sorted(unowned - set(free)), sorted(set(free) - unowned)
+            problems.append(f"pages neither free nor owned: {lost}; pages both free and owned: {both}")
+        if problems:
+            raise AssertionError("; ".join(problems))
+
+    # ---- internals -----------------------------------------------------------------------
+
+    def _get(self, request: int, label: str) -> _Sequence | None:
+        labels = self._seqs.get(request)
+        return None if labels is None else labels.get(label)
+
+    def _needed(self, seq: _Sequence, n_tokens: int) -> int:
+        if n_tokens <= 0:
+            return 0
+        cow = 1 if seq.length % self.page_size and self._refs[seq.pages[-1]] > 1 else 0
+        return cow + _ceil_div(seq.length + n_tokens, self.page_size) - len(seq.pages)
+
+    def _take(self) -> int:
+        page = self._free.popleft()
+        self._refs[page] = 1
+        return page
+
+    def _drop(self, pages: list[int]) -> None:
+        for page in pages:
+            self._refs[page] -= 1
+            if self._refs[page] == 0:
+                self._free.append(page)
