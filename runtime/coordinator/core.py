@@ -103,8 +103,8 @@ class CoordinatorCore:
         init = RequestInit(request, params, spec.task, list(spec.parts), dict(spec.inputs),
                            list(spec.input_modalities), list(spec.output_modalities), spec.think)
         starts = []
+        evaluate = evaluator(self.fake)
         for name, table in self.tables.items():
-            evaluate = evaluator(self.fake)
             cond = lambda e, kind, _i=init: evaluate(e, _ConditionEnv(self.plan, _i, self.fake, kind))  # noqa: E731
             if not table.starts(cond):
                 continue
