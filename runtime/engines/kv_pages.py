@@ -12,14 +12,12 @@ it can never run out (and `Component.fork` has no way to say so). A sequence wri
 end, so the one page it ever writes is its partial last page (or a fresh one). `append` copies
 that page first when another sequence still holds it (copy-on-write), and reports the copy as
 (old page, new page) for the engine to perform on the device before the write. Full pages are
-never copied: every holder only reads them. Copying lazily rather than at fork time means no
-copy for a snapshot that is never written to, and one rule also covers `truncate` back into a
-page a fork shares. Once the first writer has copied, the other holder owns the page alone and
-writes in place, so a fork both of whose sides grow costs exactly one page copy.
+never copied: every holder only reads them. Copying lazily rather than at fork time: no copy for
+a snapshot never written to, one rule also covers `truncate` back into a shared page, and a fork
+whose two sides both grow costs one copy (the second writer then owns the old page alone).
 
 Exhaustion is a value, not an exception: `append` and `import_` return `Exhausted` and change
-nothing (never half-allocate). `can_append` and `pages_needed` let the scheduler check first and
-defer or reject the request; a sum of `pages_needed` over a batch is an upper bound.
+nothing (never half-allocate); `can_append` and `pages_needed` let the scheduler check first.
 """
 
 from __future__ import annotations
@@ -135,7 +133,8 @@ class PageAllocator:
         return self._refs[page]
 
     def pages_needed(self, request: int, label: str, n_tokens: int) -> int:
-        """Free pages `append(request, label, n_tokens)` takes now, a copy-on-write page included."""
+        """Free pages `append(request, label, n_tokens)` takes now, a copy-on-write page included;
+        summed over a batch, an upper bound (after one side of a fork copies, the other needn't)."""
         seq = self._get(request, label)
         return _ceil_div(n_tokens, self.page_size) if seq is None else self._needed(seq, n_tokens)
 
@@ -181,7 +180,7 @@ class PageAllocator:
         if src is None:
             return
         for page in src.pages:
-            pass
+            self._refs[page] += 1
         self._seqs.setdefault(request, {})[target] = _Sequence(list(src.pages), src.length)
         self._events["kv_forks"] += 1
 
@@ -192,7 +191,8 @@ class PageAllocator:
         if not 0 <= n_tokens <= length:
             raise ValueError(f"cannot truncate label {label!r} of request {request} to {n_tokens} tokens: "
                              f"it holds {length}")
-        if seq is None:
+        if seq is None or n_tokens == 0:
+            self.free_label(request, label)  # empty and absent are the same
             return
         keep = _ceil_div(n_tokens, self.page_size)
         self._drop(seq.pages[keep:])
@@ -252,6 +252,8 @@ class PageAllocator:
                 problems.append(f"request {request} has an empty label table")
             for label, seq in labels.items():
                 where = f"request {request} label {label!r}"
+                if not seq.length:
+                    problems.append(f"{where} is kept though empty")
                 if len(seq.pages) != _ceil_div(seq.length, self.page_size):
                     problems.append(f"{where}: {len(seq.pages)} pages for {seq.length} tokens")
                 if len(set(seq.pages)) != len(seq.pages):
