@@ -100,6 +100,20 @@ class ParallelBlock:
 Node = Op | LoopBlock | ParallelBlock  # Transfer joins them after `comm`
 
 
+def all_ops(body: list[Node]) -> list[Op]:
+    """Every operation of a walk body in order, through loops and parallel branches."""
+    out: list[Op] = []
+    for node in body:
+        if isinstance(node, Op):
+            out.append(node)
+        elif isinstance(node, LoopBlock):
+            out.extend(all_ops(node.body))
+        elif isinstance(node, ParallelBlock):
+            for _, branch in node.branches:
+                out.extend(all_ops(branch))
+    return out
+
+
 @dataclass
 class WalkIR:
     name: str

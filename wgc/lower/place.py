@@ -12,7 +12,7 @@ run the same schedule (the routing policy picks one per request).
 
 from __future__ import annotations
 
-from wgc.lower.ir import LoopBlock, Node, Op, ParallelBlock, WalkIR
+from wgc.lower.ir import LoopBlock, Node, Op, ParallelBlock, WalkIR, all_ops
 from wgc.placement.schema import Placement
 
 
@@ -31,21 +31,8 @@ def ranks_for(placement: Placement, component: str, walk: str, branch: str | Non
     return list(comp.copies[0])
 
 
-def _ops(body: list[Node]) -> list[Op]:
-    out: list[Op] = []
-    for node in body:
-        if isinstance(node, Op):
-            out.append(node)
-        elif isinstance(node, LoopBlock):
-            out.extend(_ops(node.body))
-        else:
-            for _, branch in node.branches:
-                out.extend(_ops(branch))
-    return out
-
-
 def place_walk(walk: WalkIR, placement: Placement) -> None:
-    ops = _ops(walk.body)
+    ops = all_ops(walk.body)
     for op in ops:
         if op.kind in ("run", "fork"):
             op.ranks = ranks_for(placement, op.component, walk.name, op.branch)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from wgc.check.context import Symbols
 from wgc.check.policies import policy_values
 from wgc.lang import ast
-from wgc.lower.ir import LoopBlock, Node, Op, WalkIR
+from wgc.lower.ir import WalkIR, all_ops
 from wgc.placement.memory import MemoryTable, capacity_of
 from wgc.placement.schema import Engine, Placement
 from wgc.plan.model import ComponentSpec, EntrySpec, MemoryRow, ParamSpec, Setting, StreamSpec, WalkSpec
@@ -62,22 +62,12 @@ def component_specs(program: ast.Program, placement: Placement) -> list[Componen
     return out
 
 
-def _ops(body: list[Node]) -> list[Op]:
-    out: list[Op] = []
-    for node in body:
-        if isinstance(node, Op):
-            out.append(node)
-        elif isinstance(node, LoopBlock):
-            out.extend(_ops(node.body))
-    return out
-
-
 def stream_specs(program: ast.Program, symbols: Symbols, placement: Placement, walks: list[WalkIR]) -> list[StreamSpec]:
     pushes: dict[str, set[int]] = {}
     pops: dict[str, int] = {}
     arg_rank: dict[str, int] = {}
     for w in walks:
-        ops = _ops(w.body)
+        ops = all_ops(w.body)
         for op in ops:
             if op.kind == "push":
                 pushes.setdefault(op.stream, set()).add(op.home)
