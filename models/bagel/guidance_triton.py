@@ -7,16 +7,15 @@ anything the kernel does not cover, so callers never need to know which one ran.
 from __future__ import annotations
 
 import torch
-
 from wgc.models.bagel.guidance import Guidance, guided_step
 
 
-def _kernels():  # noqa: ANN202 - returns the jitted kernels; triton is imported here, lazily
+def _kernels():
     import triton
     import triton.language as tl
 
     @triton.jit
-    def combine_rows(main_ptr, txt_ptr, img_ptr, out_ptr, sq_main_ptr, sq_out_ptr, C,  # noqa: ANN001
+    def combine_rows(main_ptr, txt_ptr, img_ptr, out_ptr, sq_main_ptr, sq_out_ptr, C,
                      s_txt, s_img, BLOCK: tl.constexpr):
         row = tl.program_id(0)
         cols = tl.arange(0, BLOCK)
@@ -32,7 +31,7 @@ def _kernels():  # noqa: ANN202 - returns the jitted kernels; triton is imported
         tl.store(sq_out_ptr + row, tl.sum(guided * guided, axis=0))
 
     @triton.jit
-    def update_rows(z_ptr, v_ptr, scale_ptr, out_ptr, C, dt, per_row: tl.constexpr,  # noqa: ANN001
+    def update_rows(z_ptr, v_ptr, scale_ptr, out_ptr, C, dt, per_row: tl.constexpr,
                     BLOCK: tl.constexpr):
         row = tl.program_id(0)
         cols = tl.arange(0, BLOCK)

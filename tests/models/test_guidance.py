@@ -7,7 +7,6 @@ import sys
 
 import pytest
 import torch
-
 from wgc.models.bagel.guidance import Guidance, combine, guided_step
 
 
