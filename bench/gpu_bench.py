@@ -85,10 +85,9 @@ def decode_rows() -> list[tuple[str, float, float]]:
             runner.capture()
             for batch in (1, 8, 32):
                 inputs = make_inputs(batch)
-                eager = timed(lambda inputs=inputs: step(inputs))
-                graph = timed(lambda inputs=inputs, batch=batch: runner.run(inputs, batch))
+                eager = timed(lambda f=step, x=inputs: f(x))
+                graph = timed(lambda r=runner, x=inputs, n=batch: r.run(x, n))
                 rows.append((f"decode step {name} batch {batch}: eager vs CUDA graph (ms)", eager, graph))
-        del model, runner
         torch.cuda.empty_cache()
     return rows
 
@@ -114,7 +113,8 @@ def attention_rows() -> list[tuple[str, float, float]]:
         results = []
         for backend in (TorchAttention(), FlashInferAttention("cuda")):
             plan = backend.plan(step)
-            results.append(timed(lambda b=backend, p=plan: b.attend(p, q, k, v, kp, vp)))
+            args = (q, k, v, kp, vp)
+            results.append(timed(lambda b=backend, p=plan, a=args: b.attend(p, *a)))
         rows.append((f"paged decode attention batch {batch}: torch vs FlashInfer (ms)", *results))
     return rows
 
