@@ -1,4 +1,12 @@
-"""Every environment knob wgc reads, in one place; all are prefixed WGC_."""
+"""Every environment knob wgc reads, in one place; all are prefixed WGC_.
+
+    WGC_CACHE_DIR        per-user cache (grammar tables); default $XDG_CACHE_HOME/wgc or ~/.cache/wgc
+    WGC_MAX_NESTING      deepest bracket nesting a .walk program may use (64)
+    WGC_CPU_KV_MEMORY    KV pool of a kv component whose placement sets neither kv_memory nor
+                         kv_memory_fraction, on CPU ("256MiB")
+    WGC_ORPHEUS_DIR      local Hugging Face directory of Orpheus's language model (unset: tiny preset)
+    WGC_SNAC_DIR         local directory of SNAC 24 kHz (unset: tiny random SNAC)
+"""
 
 from __future__ import annotations
 
@@ -27,3 +35,23 @@ def max_nesting() -> int:
 def color_enabled(stream_is_tty: bool) -> bool:
     """Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org)."""
     return stream_is_tty and "NO_COLOR" not in os.environ
+
+
+DEFAULT_CPU_KV_MEMORY = "256MiB"
+
+
+def weights_dir(knob: str) -> Path | None:
+    """A model family's local weights directory (WGC_ORPHEUS_DIR, WGC_SNAC_DIR, ...); None when unset."""
+    value = os.environ.get(knob)
+    return Path(value) if value else None
+
+
+def cpu_kv_memory() -> int:
+    """Bytes of the default CPU KV pool (WGC_CPU_KV_MEMORY, default 256MiB); a bad value is an error."""
+    from wgc.placement.units import parse_size
+
+    text = os.environ.get("WGC_CPU_KV_MEMORY") or DEFAULT_CPU_KV_MEMORY
+    size, reason = parse_size(text)
+    if size is None:
+        raise ValueError(f"WGC_CPU_KV_MEMORY={text!r}: {reason}")
+    return size

@@ -26,12 +26,16 @@ _BATCH = 512  # messages taken per round at most, so a flood of messages cannot 
 
 
 def build_components(plan: Plan, rank: int, fake: bool) -> dict[str, Component]:
-    """The components placed on `rank`: fakes (no weights), or each class's tiny preset."""
+    """The components placed on `rank`: fakes (no weights), or the real classes.
+
+    A real class loads its weights from where its model family says (e.g. WGC_ORPHEUS_DIR) and,
+    with none given, runs its tiny preset on random weights and logs that in one line.
+    """
     device = plan.ranks[rank].device
     out: dict[str, Component] = {}
     for spec in plan.components:
         if rank in spec.ranks:
-            out[spec.name] = FakeComponent(spec, rank, device) if fake else load_class(spec.cls).tiny(spec, rank, device)
+            out[spec.name] = FakeComponent(spec, rank, device) if fake else load_class(spec.cls)(spec, rank, device)
     return out
 
 

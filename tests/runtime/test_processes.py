@@ -297,7 +297,7 @@ def test_cancel_of_a_streaming_request_frees_its_stream_ends(tmp_path: Path) -> 
 
 
 def test_a_rank_that_cannot_start_is_named(tmp_path: Path) -> None:
-    path = compiled(tmp_path, "orpheus", "cpu.toml")
+    path = compiled(tmp_path, "pi05", "cpu.toml")  # no Python components for pi05 (yet)
     with pytest.raises(StartError, match=r"rank 0 could not start: exited with code 3: component class wgc\.models"):
         run(Runtime.start(path))  # no --fake: the model's component classes are needed
 

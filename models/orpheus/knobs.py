@@ -1,0 +1,19 @@
+"""The environment knobs the Orpheus components read; defined with every other knob in wgc/settings.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wgc import settings
+
+
+def orpheus_dir() -> Path | None:
+    return settings.weights_dir("WGC_ORPHEUS_DIR")
+
+
+def snac_dir() -> Path | None:
+    return settings.weights_dir("WGC_SNAC_DIR")
+
+
+def cpu_kv_memory() -> int:
+    return settings.cpu_kv_memory()
