@@ -162,6 +162,7 @@ class Executor:
         return [i for (r, _), i in self.instances.items() if r == request]
 
     def finish(self, inst: Instance) -> None:
+        inst.alive = False
         self.instances.pop((inst.request, inst.key), None)
         if inst.flow is None:
             self.interp.consumer_finished(inst)
@@ -190,7 +191,7 @@ class Executor:
                 self.dead.discard(self._dead_order.popleft())
         self.requests.pop(request, None)
         for key in [k for k in self.instances if k[0] == request]:
-            del self.instances[key]
+            self.instances.pop(key).alive = False
         self.ready = deque(i for i in self.ready if i.request != request)
         for key in [k for k in self.mailbox if k[0] == request]:
             del self.mailbox[key]
@@ -213,7 +214,7 @@ class Executor:
             batches: dict[tuple[str, str], list[Instance]] = {}
             while self.ready:
                 inst = self.ready.popleft()
-                if (inst.request, inst.key) not in self.instances:
+                if not inst.alive:
                     continue
                 try:
                     status = advance(inst)
@@ -244,10 +245,15 @@ class Executor:
         calls: list[Call] = []
         targets: list[tuple[Instance, str]] = []  # where each call's result goes
         getters_of = self.interp.arg_getters
+        last: Run | None = None
+        lanes: list[tuple] = []
         for inst in group:
             ins = inst.code[inst.pc]
+            if ins is not last:  # a batch is usually one instruction of one walk: look its lanes up once
+                last = ins
+                lanes = list(zip(getters_of(ins), ins.labels, ins.outputs))
             try:
-                for getters, label, out in zip(getters_of(ins), ins.labels, ins.outputs):
+                for getters, label, out in lanes:
                     if inst.pending:
                         self.interp.before_call(inst, comp, label)
                     calls.append(Call(inst.request, label, tuple([g(inst) for g in getters])))
@@ -266,12 +272,12 @@ class Executor:
             for (inst, out), value in zip(targets[start:start + limit], results):
                 if out:
                     inst.frame[out] = value
-        live = self.instances
+        ready = self.ready
         for inst in group:
             inst.dispatched = False
-            if (inst.request, inst.key) in live:
+            if inst.alive:
                 inst.pc += 1
-                self.ready.append(inst)
+                ready.append(inst)
 
     # ---- outbound ------------------------------------------------------------------------
 

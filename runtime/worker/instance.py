@@ -44,6 +44,7 @@ class Instance:
     pending: int = 0  # loops whose previous stop is not applied yet (speculation), for a cheap check
     prior: int = 0  # walks of its flow that must finish on this rank before it may start
     admitted: bool = False  # its flow's turn has come on this rank (it may run)
+    alive: bool = True  # false once finished or dropped: a stale entry in a queue is skipped
 
     @property
     def finished(self) -> bool:
