@@ -28,7 +28,7 @@ _BATCH = 512  # messages taken per round at most, so a flood of messages cannot 
 def build_components(plan: Plan, rank: int, fake: bool) -> dict[str, Component]:
     """The components placed on `rank`: fakes (no weights), or the real classes.
 
-    A real class loads its weights from where its model family says (e.g. WGC_ORPHEUS_DIR) and,
+    A real class loads its weights from where its model family says (a WGC_..._DIR knob) and,
     with none given, runs its tiny preset on random weights and logs that in one line.
     """
     device = plan.ranks[rank].device
