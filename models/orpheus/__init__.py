@@ -7,6 +7,17 @@ from wgc.models.orpheus.llm import KVExhausted, LanguageModel
 from wgc.models.orpheus.vocab import TokenMap, encode_prompt, tiny_tokenizer
 from wgc.models.orpheus.weights import WeightsError, load_llama, save_llama
 
+from wgc.plan.model import ComponentSpec
+
+
+def sample_rate(spec: ComponentSpec) -> int:
+    """The HTTP frontend's hook: the rate of the audio `snac` emits (24 kHz with real weights, the
+    tiny SNAC's nominal 6 kHz without). The decoder reads the same knob, so the two always agree."""
+    from wgc.models.orpheus.codec import SNAC_24KHZ, SNAC_TINY
+    from wgc.models.orpheus.knobs import snac_dir
+
+    return int((SNAC_24KHZ if snac_dir() is not None else SNAC_TINY)["sampling_rate"])
+
 __all__ = [
     "KVExhausted",
     "LanguageModel",
@@ -15,6 +26,7 @@ __all__ = [
     "TokenMap",
     "WeightsError",
     "encode_prompt",
+    "sample_rate",
     "load_llama",
     "save_llama",
     "split_levels",

@@ -66,12 +66,12 @@ class Worker:
         poller.register(self.inbox, zmq.POLLIN)
         poller.register(self.parent_fd, zmq.POLLIN)
         while True:
-            events = dict(poller.poll(0 if self.local else None))
+            events = dict(poller.poll(0 if self.local or self.executor.ready else None))
             if self.parent_fd in events and not os.read(self.parent_fd, 4096):
                 return "parent gone"
             if not self._take_waiting():
                 return "shutdown"
-            self.executor.run()
+            self.executor.run(max_rounds=1)  # messages (cancels, probes, new requests) are read between rounds
 
     def _take_waiting(self) -> bool:
         """Deliver every message already here; False on Shutdown."""

@@ -207,10 +207,13 @@ class Executor:
 
     # ---- progress ------------------------------------------------------------------------
 
-    def run(self) -> None:
-        """Run until every instance is blocked on a message or finished."""
+    def run(self, max_rounds: int | None = None) -> None:
+        """Run until every instance is blocked on a message or finished, or for `max_rounds` rounds of
+        batched calls (the caller then reads its messages — cancels, probes, new requests — and runs again)."""
         advance = self.interp.advance
-        while self.ready:
+        rounds = 0
+        while self.ready and (max_rounds is None or rounds < max_rounds):
+            rounds += 1
             batches: dict[tuple[str, str], list[Instance]] = {}
             while self.ready:
                 inst = self.ready.popleft()

@@ -3,6 +3,11 @@
     wgc run bagel.plan --fake --request '{"params": {"steps": 8}, "parts": [{"kind": "text", "payload": "a cat"}],
                                           "outputs": ["image"]}'
     producer | wgc run bagel.plan --fake --request -          # one JSON request per line on stdin
+    wgc run bagel.plan --serve :8000 --api-key KEY            # HTTP (OpenAI-compatible), docs/http.md
+
+With --serve, the only line on stdout is {"event": "ready", "url": ..., ...}, written once every rank
+has loaded (port 0 picks a free port: the line has the real one); the server runs until SIGINT or
+SIGTERM.
 
 Every line on stdout is one JSON object: first {"event": "ready", ...} with each rank's pid, then the
 requests' events as they happen ("output", then one of "done", "error", "cancelled"), each naming its
@@ -151,6 +156,28 @@ async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_st
         return 1 if session.failed else 0
 
 
+async def _serve_http(plan_file: str, address: Any, options: Any) -> int:
+    from wgc.plan.file import load_plan
+    from wgc.runtime.http.server import serve
+
+    _, plan = load_plan(plan_file)
+    await serve(plan, address, options, _json_line)
+    return 0
+
+
+def _http_options(fake: bool, api_key: str | None, max_running: int | None, max_queued: int | None,
+                  request_timeout: float, ready_timeout: float) -> Any:
+    from wgc.runtime.http.admission import Capacity
+    from wgc.runtime.http.service import ServeOptions
+
+    capacity = None
+    if max_running is not None or max_queued is not None:
+        running = max_running or 8
+        capacity = Capacity(running, 2 * running if max_queued is None else max_queued)
+    return ServeOptions(fake=fake, api_key=api_key or None, capacity=capacity, request_timeout=request_timeout,
+                        ready_timeout=ready_timeout)
+
+
 async def _until_signal(work: Any) -> int:
     """Run `work`; SIGINT or SIGTERM cancels it (the runtime stops every worker) and gives 128 + signal."""
     loop = asyncio.get_running_loop()
@@ -179,7 +206,18 @@ async def _until_signal(work: Any) -> int:
                    "'-' reads one request per line from stdin until it ends.")
 @click.option("--ready-timeout", type=float, default=120.0, show_default=True,
               help="Seconds to wait for every rank to start.")
-def run(plan_file: str, fake: bool, requests: tuple[str, ...], ready_timeout: float) -> None:
+@click.option("--serve", "serve_at", metavar="[HOST]:PORT",
+              help="Serve over HTTP (OpenAI-compatible routes, /v1/generate, /health, /metrics). "
+                   "Binds 127.0.0.1 unless a host is given.")
+@click.option("--api-key", metavar="KEY", help="With --serve: require `Authorization: Bearer KEY` on /v1/*.")
+@click.option("--max-running", type=click.IntRange(1), metavar="N",
+              help="With --serve: requests running at once (default: the plan's smallest max_batch).")
+@click.option("--max-queued", type=click.IntRange(0), metavar="N",
+              help="With --serve: requests waiting for a slot before 429 (default: twice --max-running).")
+@click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              help="With --serve: seconds a request may take, queueing included, before it is cancelled.")
+def run(plan_file: str, fake: bool, requests: tuple[str, ...], ready_timeout: float, serve_at: str | None,
+        api_key: str | None, max_running: int | None, max_queued: int | None, request_timeout: float) -> None:
     """Start a coordinator and one worker process per rank; run requests; print their events as NDJSON."""
     from wgc.plan.file import PlanFileError
     from wgc.runtime.process.errors import StartError
@@ -187,11 +225,22 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], ready_timeout: fl
     from_stdin = "-" in requests
     try:
         docs = [parse_request(text, f"--request {i}") for i, text in enumerate(requests, 1) if text != "-"]
+        if serve_at is not None and requests:
+            raise ValueError("--serve and --request do not go together: send requests over HTTP")
+        if serve_at is None and (api_key or max_running or max_queued is not None):
+            raise ValueError("--api-key, --max-running and --max-queued need --serve")
+        if serve_at is not None:
+            from wgc.runtime.http.server import Address
+
+            address = Address.parse(serve_at)
+            options = _http_options(fake, api_key, max_running, max_queued, request_timeout, ready_timeout)
     except ValueError as err:
         click.echo(f"wgc: {err}", err=True)
         sys.exit(EXIT_USAGE)
     try:
-        status = asyncio.run(_until_signal(_serve(plan_file, fake, docs, from_stdin, ready_timeout)))
+        work = _serve(plan_file, fake, docs, from_stdin, ready_timeout) if serve_at is None else \
+            _serve_http(plan_file, address, options)
+        status = asyncio.run(_until_signal(work))
     except PlanFileError as err:
         click.echo(f"wgc: {err}", err=True)
         sys.exit(EXIT_USAGE if err.kind == "unreadable" else 1)

@@ -1,0 +1,155 @@
+"""POST /v1/chat/completions: OpenAI chat completions, whole or streamed as SSE chunks.
+
+Each of the n choices is one runtime request. Text comes out through TextChoice (incremental,
+UTF-8-safe, stop strings, exact token counts); audio, when the model speaks and the client asks
+for it, as 16-bit PCM (base64 chunks when streaming, a WAV file otherwise). A choice that meets
+a stop string is cancelled at once on every rank.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from wgc.runtime.api import DoneEvent, OutputEvent, RequestEvent
+from wgc.runtime.http.audio import to_pcm16, wav_file
+from wgc.runtime.http.chat_input import chat_params, chat_pieces, choice_seeds, wants_audio
+from wgc.runtime.http.choice import TextChoice
+from wgc.runtime.http.errors import ApiError
+from wgc.runtime.http.lease import Lease
+from wgc.runtime.http.prompt import Piece, prompt_tokens, to_request
+from wgc.runtime.http.running import Running
+from wgc.runtime.http.service import Service
+from wgc.runtime.http.streaming import SSE_DONE, guarded, json_response, merged, prefetched, sse, stream_response
+
+
+@dataclass
+class Delta:
+    index: int
+    delta: dict[str, Any]
+    finish: str | None = None
+
+
+class ChatRun:
+    """The n choices of one completion as their events arrive."""
+
+    def __init__(self, service: Service, body: Any, pieces: list[Piece], n: int, max_tokens: int | None) -> None:
+        stops = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+        self.choices = [TextChoice(i, service.tokenizer, service.end_ids, stops, max_tokens) for i in range(n)]
+        self.pcm = [bytearray() for _ in range(n)]
+        self.prompt_tokens = prompt_tokens(service.tokenizer, pieces)
+        self.audio_format = getattr(getattr(body, "audio", None), "format", "wav")
+        self.sample_rate = service.sample_rate()
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.audio_id = f"audio-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self._opened = [False] * n
+        self._closed = [False] * n
+
+    def on_event(self, i: int, event: RequestEvent) -> list[Delta]:
+        choice, out = self.choices[i], []
+        if not self._opened[i]:
+            self._opened[i] = True
+            out.append(Delta(i, {"role": "assistant", "content": ""}))
+        if isinstance(event, OutputEvent) and choice.finish is None:
+            if event.modality == "text":
+                text = choice.feed(event.payload)
+                if text:
+                    out.append(Delta(i, {"content": text}))
+            elif event.modality == "audio":
+                pcm = to_pcm16(event.payload)
+                self.pcm[i] += pcm
+                out.append(Delta(i, {"audio": {"id": self.audio_id, "data": base64.b64encode(pcm).decode()}}))
+        elif isinstance(event, DoneEvent):
+            tail = choice.end()
+            if tail:
+                out.append(Delta(i, {"content": tail}))
+        if choice.finish is not None and not self._closed[i]:
+            self._closed[i] = True
+            out.append(Delta(i, {}, choice.finish))
+        return out
+
+    def usage(self) -> dict[str, int]:
+        done = sum(c.tokens for c in self.choices)
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": done,
+                "total_tokens": self.prompt_tokens + done}
+
+    def completion(self, model: str, audio: bool) -> dict[str, Any]:
+        choices = []
+        for c in self.choices:
+            message: dict[str, Any] = {"role": "assistant", "content": c.content}
+            if audio:
+                pcm = bytes(self.pcm[c.index])
+                data = wav_file(pcm, self.sample_rate) if self.audio_format == "wav" else pcm
+                message["audio"] = {"id": self.audio_id, "data": base64.b64encode(data).decode(),
+                                    "expires_at": self.created + 3600, "transcript": c.content}
+            choices.append({"index": c.index, "message": message, "finish_reason": c.finish or "stop",
+                            "logprobs": None})
+        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": model,
+                "choices": choices, "usage": self.usage()}
+
+    def chunk(self, model: str, d: Delta) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": model,
+                "choices": [{"index": d.index, "delta": d.delta, "finish_reason": d.finish, "logprobs": None}]}
+
+
+async def chat_completions(service: Service, request: Request, body: Any) -> Response:
+    service.check("chat", body.model)
+    pieces = chat_pieces(service.caps, service.template, body.messages, service.options.media)
+    audio = wants_audio(body)
+    params = service.params(chat_params(service.caps, body))
+    per_choice = [service.params(p) for p in choice_seeds(service.caps, params, body.n)]
+    fields = {**to_request(service.caps, service.tokenizer, pieces, "messages"),
+              "outputs": ["text", "audio"] if audio else ["text"]}
+    run = ChatRun(service, body, pieces, body.n, params.get("max_tokens"))
+    deadline = service.deadline(body.timeout)
+    lease = Lease(service)
+    requests = [{"params": p, **fields} for p in per_choice]
+
+    if not body.stream:
+        async def whole() -> Response:
+            try:
+                runnings = await lease.open(body.n, deadline, requests)
+                async for i, event in merged(runnings):
+                    run.on_event(i, event)
+                    if run.choices[i].finish is not None:
+                        runnings[i].stop()
+            finally:
+                lease.release()
+            return json_response(run.completion(service.plan.model, audio))
+
+        return await guarded(request, whole())
+
+    async def opened() -> tuple[list[Running], Any]:
+        try:
+            runnings = await lease.open(body.n, deadline, requests)
+            return runnings, await prefetched(merged(runnings))
+        except BaseException:
+            lease.release()
+            raise
+
+    runnings, events = await guarded(request, opened())
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    return stream_response(_sse(run, runnings, events, service.plan.model, include_usage), lease,
+                           service.metrics, "chat", "text/event-stream")
+
+
+async def _sse(run: ChatRun, runnings: list[Running], events: Any, model: str, include_usage: bool) -> Any:
+    try:
+        async for i, event in events:
+            for d in run.on_event(i, event):
+                yield sse(run.chunk(model, d))
+            if run.choices[i].finish is not None:
+                runnings[i].stop()
+    except ApiError as err:
+        yield sse(err.body())
+        return
+    if include_usage:
+        yield sse({"id": run.id, "object": "chat.completion.chunk", "created": run.created, "model": model,
+                   "choices": [], "usage": run.usage()})
+    yield SSE_DONE

@@ -1,0 +1,195 @@
+"""Request models derived from the plan: a field exists when the plan has a use for it.
+
+`temperature` exists on a chat request only when the plan declares a `temperature` param, with
+the param's bounds; `voice` lists the plan's voices; `params` (the extension namespace for every
+model-specific knob) is typed param by param, with defaults, bounds and choices. A field the plan
+has no use for is then an unknown field, answered 400 `unsupported_parameter` naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, BeforeValidator, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model
+from wgc.runtime.http.capabilities import Capabilities
+from wgc.runtime.http.schemas import AudioPart, AudioUrlPart, ImagePart, Lenient, StreamOptions, Strict, TextPart
+
+from wgc.plan.model import ParamSpec
+
+# OpenAI field -> the plan params it maps to, first match wins
+CHAT_FIELDS = {"temperature": ("temperature",), "top_p": ("top_p",), "seed": ("seed",),
+               "frequency_penalty": ("frequency_penalty",), "presence_penalty": ("presence_penalty",)}
+TOKEN_LIMITS = ("max_tokens", "max_completion_tokens")
+VOICE_PARAMS = ("voice", "speaker")
+SIZE_PATTERN = r"^(auto|[1-9][0-9]{0,4}x[1-9][0-9]{0,4})$"
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's integer includes 3.0; a string or a bool stays what it is (and fails)."""
+    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**63 else value
+
+
+def json_int(**bounds: Any) -> Any:
+    """An integer with bounds (the bounds before the validator, so they reach the JSON schema)."""
+    return Annotated[StrictInt, Field(**bounds), BeforeValidator(_integral)]
+_Timeout = Annotated[float | None, Field(None, ge=1, description="seconds (at least 1); at most the server's own timeout")]
+
+
+@dataclass(frozen=True)
+class PlanModels:
+    params: type[BaseModel]
+    chat: type[BaseModel]
+    chat_audio: type[BaseModel]
+    speech: type[BaseModel]
+    images: type[BaseModel]
+    generate: type[BaseModel]
+
+
+def _literal(values: list[Any]) -> Any:
+    return Literal[tuple(values)]  # type: ignore[valid-type]
+
+
+def param_type(p: ParamSpec) -> Any:
+    """The JSON type of a param value, with the plan's bounds and choices."""
+    if p.choices is not None:
+        return _literal(list(p.choices))
+    bounds = {k: v for k, v in (("ge", p.low), ("le", p.high)) if v is not None}
+    if p.type == "int":
+        return json_int(**bounds)
+    if p.type == "float":
+        return Annotated[StrictFloat, Field(**bounds)]
+    if p.type == "bool":
+        return StrictBool
+    return StrictStr
+
+
+def _optional(p: ParamSpec, ge: float | None = None, le: float | None = None) -> tuple[Any, Any]:
+    """An optional field for the param `p`; OpenAI's own bounds narrowed by the plan's."""
+    lo = max(x for x in (ge, p.low) if x is not None) if ge is not None or p.low is not None else None
+    hi = min(x for x in (le, p.high) if x is not None) if le is not None or p.high is not None else None
+    bounds = {k: v for k, v in (("ge", lo), ("le", hi)) if v is not None}
+    base = json_int(**bounds) if p.type == "int" else Annotated[StrictFloat, Field(**bounds)]
+    return base | None, Field(None, description=f"the plan's param `{p.name}`")
+
+
+def _message(name: str, caps: Capabilities) -> type[BaseModel]:
+    """A chat message whose content parts are the kinds this plan takes."""
+    kinds: list[type] = [TextPart]
+    if caps.slot.takes("image"):
+        kinds.append(ImagePart)
+    if caps.slot.takes("audio"):
+        kinds += [AudioPart, AudioUrlPart]
+    part = Annotated[Union[tuple(kinds)], Field(discriminator="type")] if len(kinds) > 1 else TextPart  # noqa: UP007
+    return create_model(f"{name}Message", __base__=Lenient,
+                        role=(Literal["system", "developer", "user", "assistant", "tool"], ...),
+                        content=(str | list[part] | None, None), name=(str | None, None))
+
+
+def build(caps: Capabilities, max_choices: int) -> PlanModels:
+    name = "".join(part.capitalize() for part in caps.model.split("_"))
+    fields = {p.name: (param_type(p) | None, Field(None, description=_describe(p))) for p in caps.params.values()}
+    params = create_model(f"{name}Params", __base__=Strict, **fields)  # type: ignore[call-overload]
+    voice = caps.param(*VOICE_PARAMS)
+    voice_type = _literal(list(voice.choices)) if voice and voice.choices else StrictStr if voice else \
+        Literal["default"]
+    chat_audio = create_model(f"{name}ChatAudio", __base__=Strict, voice=(voice_type, ...),
+                              format=(Literal["wav", "pcm16"], "wav"))
+    common: dict[str, Any] = {
+        "model": (str, Field(..., examples=[caps.model], description=f"`{caps.model}`, the model served here")),
+        "params": (params | None, Field(None, description="model-specific params (the extension namespace)")),
+        "timeout": (_Timeout, None),
+    }
+    return PlanModels(
+        params=params,
+        chat=create_model(f"{name}ChatRequest", __base__=Strict, **_chat(name, caps, max_choices, chat_audio),
+                          **common),
+        chat_audio=chat_audio,
+        speech=create_model(f"{name}SpeechRequest", __base__=Strict, **_speech(caps, voice_type), **common),
+        images=create_model(f"{name}ImageRequest", __base__=Strict, **_images(caps, max_choices), **common),
+        generate=_generate(name, caps, params),
+    )
+
+
+def _chat(name: str, caps: Capabilities, max_choices: int, chat_audio: type[BaseModel]) -> dict[str, Any]:
+    chat: dict[str, Any] = {
+        "messages": (list[_message(name, caps)], Field(..., min_length=1)),
+        "stream": (bool, False),
+        "stream_options": (StreamOptions | None, None),
+        "n": (json_int(ge=1, le=max_choices), 1),
+        "stop": (str | Annotated[list[str], Field(max_length=4)] | None, None),
+        "user": (str | None, None),
+    }
+    limit = caps.param("max_tokens")
+    if limit is not None:
+        chat.update({f: _optional(limit, ge=1) for f in TOKEN_LIMITS})
+    openai_bounds = {"temperature": (0, 2), "top_p": (0, 1), "frequency_penalty": (-2, 2),
+                     "presence_penalty": (-2, 2), "seed": (None, None)}
+    for field, names in CHAT_FIELDS.items():
+        p = caps.param(*names)
+        if p is not None and p.type in ("int", "float"):
+            chat[field] = _optional(p, *openai_bounds[field])
+    if caps.unsupported("speech") is None:
+        chat["modalities"] = (list[Literal["text", "audio"]] | None, None)
+        chat["audio"] = (chat_audio | None, None)
+    return chat
+
+
+def _speech(caps: Capabilities, voice_type: Any) -> dict[str, Any]:
+    speech: dict[str, Any] = {
+        "input": (str, Field(..., min_length=1, max_length=65536)),
+        "voice": (voice_type, ...),
+        "response_format": (Literal["wav", "pcm"], "wav"),
+        "stream_format": (Literal["audio", "sse"], "audio"),
+        "stream": (bool, Field(True, description="false: the whole file at once, with its length")),
+    }
+    for field in ("speed", "instructions"):
+        p = caps.param(field)
+        if p is not None:
+            speech[field] = (param_type(p) | None, None)
+    return speech
+
+
+def _images(caps: Capabilities, max_choices: int) -> dict[str, Any]:
+    images: dict[str, Any] = {
+        "prompt": (str, Field(..., min_length=1)),
+        "n": (json_int(ge=1, le=max_choices), 1),
+        "size": (Annotated[str, Field(pattern=SIZE_PATTERN)] | None, None),
+        "response_format": (Literal["b64_json"] | None, None),
+        "output_format": (Literal["png"] | None, None),
+        "user": (str | None, None),
+    }
+    seed = caps.param("seed")
+    if seed is not None and seed.type == "int":
+        images["seed"] = _optional(seed)
+    return images
+
+
+class GeneratePart(Strict):
+    kind: StrictStr = Field(..., description="text, image, audio, video, ... as the plan's each-arms name them")
+    data: Any = Field(None, description="text; a data: URL for image or audio; a tensor "
+                                        "{dtype, shape, b64} or {dtype, values}; or any JSON value")
+
+
+def _generate(name: str, caps: Capabilities, params: type[BaseModel]) -> type[BaseModel]:
+    default_out = ["text"] if "text" in caps.emits else sorted(caps.emits)
+    return create_model(
+        f"{name}GenerateRequest", __base__=Strict,
+        model=(str | None, None),
+        task=(StrictStr, ""),
+        params=(params | None, None),
+        parts=(list[GeneratePart], Field(default_factory=list)),
+        inputs=(dict[str, Any], Field(default_factory=dict, description="named walk inputs (values as in parts)")),
+        outputs=(list[StrictStr], Field(default_factory=lambda: list(default_out), min_length=1)),
+        input_modalities=(list[StrictStr] | None, None),
+        think=(StrictBool, False),
+        stream=(StrictBool, Field(True, description="true: NDJSON events as they happen; false: one JSON")),
+        tensor_encoding=(Literal["list", "base64"], "list"),
+        timeout=(_Timeout, None),
+    )
+
+
+def _describe(p: ParamSpec) -> str:
+    bounds = f" in {p.low}..{p.high}" if p.low is not None and p.high is not None else ""
+    choices = f" one of {p.choices}" if p.choices is not None else ""
+    return f"{p.type} = {p.default!r}{bounds}{choices}"

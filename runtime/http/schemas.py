@@ -1,0 +1,161 @@
+"""The OpenAI-shaped bodies, as pydantic models: what every plan shares.
+
+Request models forbid unknown fields (a field the server would ignore is an error, never a
+silent no-op); message objects ignore extra keys so a client can send back an assistant message
+it received. The fields a plan decides (bounds of max_tokens, voices, params) are added per plan
+by plan_schemas.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+# ---- chat ----------------------------------------------------------------------------------
+
+
+class TextPart(Lenient):
+    type: Literal["text"]
+    text: str
+
+
+class ImageUrl(Lenient):
+    url: str = Field(description="a data: URL (data:image/png;base64,...); the server fetches nothing")
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImagePart(Lenient):
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+class InputAudio(Lenient):
+    data: str = Field(description="base64 audio")
+    format: Literal["wav", "mp3"]
+
+
+class AudioPart(Lenient):
+    type: Literal["input_audio"]
+    input_audio: InputAudio
+
+
+class AudioUrl(Lenient):
+    url: str = Field(description="a data: URL (data:audio/wav;base64,...)")
+
+
+class AudioUrlPart(Lenient):
+    type: Literal["audio_url"]
+    audio_url: AudioUrl
+
+
+class StreamOptions(Strict):
+    include_usage: bool = False
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatAudio(BaseModel):
+    id: str
+    data: str = Field(description="base64 audio: a WAV file, or 16-bit PCM when streaming")
+    expires_at: int
+    transcript: str
+
+
+class ChatMessageOut(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str | None
+    audio: ChatAudio | None = None
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: ChatMessageOut
+    finish_reason: Literal["stop", "length"]
+    logprobs: None = None
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+# ---- speech and images ---------------------------------------------------------------------
+
+
+class ImageData(BaseModel):
+    b64_json: str
+    revised_prompt: str | None = None
+
+
+class ImagesResponse(BaseModel):
+    created: int
+    data: list[ImageData]
+    output_format: Literal["png"] = "png"
+    size: str
+
+
+# ---- models, health ------------------------------------------------------------------------
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "wgc"
+    routes: dict[str, bool] = Field(description="which routes this model's plan serves")
+    params: list[dict[str, Any]] = Field(description="the plan's request params: name, type, default, bounds")
+    emits: list[str] = Field(description="output modalities the plan's walks emit")
+    fake: bool = Field(description="true when the components are fakes (mock outputs, no weights)")
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class RankStatus(BaseModel):
+    rank: int
+    pid: int
+    state: Literal["up", "down", "unresponsive"]
+    reason: str
+    counters: dict[str, int]
+
+
+class HealthStatus(BaseModel):
+    status: Literal["ok", "busy"] = Field(description="busy: a rank did not answer the probe in time (it is "
+                                                       "alive, its counters are missing)")
+    model: str
+    requests_in_flight: int
+    ranks: list[RankStatus]

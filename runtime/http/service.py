@@ -1,0 +1,186 @@
+"""The served model: the plan, the runtime once it is up, and what every route needs from them.
+
+Routes exist from the moment the server binds (the plan is loaded first); until every rank
+reported ready they answer 503 `not_ready`. One Service per server, held by the app: there is no
+module-level state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from wgc.runtime.api import RankDownError, RequestError, Runtime, request_spec
+from wgc.runtime.coordinator.request import resolve_params
+from wgc.runtime.http import plan_schemas
+from wgc.runtime.http.admission import Admission, Capacity, Full
+from wgc.runtime.http.capabilities import Capabilities
+from wgc.runtime.http.errors import ApiError
+from wgc.runtime.http.hooks import component_hook
+from wgc.runtime.http.media import MediaLimits
+from wgc.runtime.http.metrics import Metrics
+from wgc.runtime.http.running import Running
+from wgc.runtime.http.template import ChatTemplate
+from wgc.runtime.http.tokenizer import Tokenizer, chat_template, load_tokenizer, stop_ids
+
+from wgc.plan.model import Plan
+from wgc.sim.mock import MockComponent
+
+DEFAULT_SAMPLE_RATE = 24000
+log = logging.getLogger("wgc.http")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    fake: bool = False
+    api_key: str | None = None
+    capacity: Capacity | None = None  # None: from the plan (see plan_capacity)
+    request_timeout: float = 600.0  # seconds, queue wait included; a request may ask for less
+    max_body_bytes: int = 64 * 1024 * 1024
+    media: MediaLimits = field(default_factory=MediaLimits)
+    ready_timeout: float = 120.0
+
+
+def plan_capacity(plan: Plan) -> Capacity:
+    """Running slots: the smallest max_batch a component of the plan has (every request passes each
+    component's batch); queue: twice that."""
+    batches = [int(s.value) for s in plan.settings if s.key.endswith(".max_batch") and isinstance(s.value, int)]
+    running = min(batches) if batches else 8
+    return Capacity(running, 2 * running)
+
+
+class Service:
+    def __init__(self, plan: Plan, options: ServeOptions) -> None:
+        self.plan = plan
+        self.options = options
+        self.caps = Capabilities.of(plan)
+        self.capacity = options.capacity or plan_capacity(plan)
+        self.models = plan_schemas.build(self.caps, self.capacity.max_running)
+        text = self.caps.emitters.get("text", ())
+        self.tokenizer: Tokenizer = load_tokenizer(text[0] if text else None, options.fake)
+        self.template = ChatTemplate(chat_template(self.tokenizer), getattr(self.tokenizer, "bos_token", "") or "",
+                                     getattr(self.tokenizer, "eos_token", "") or "")
+        self.end_ids = stop_ids(self.tokenizer) | self._eos_consts(text)
+        self._rate = self._sample_rate()
+        self.admission = Admission(self.capacity)
+        self.metrics = Metrics()
+        self.runtime: Runtime | None = None
+        self.state = "starting"  # starting, ready, stopping
+        self._background: set[asyncio.Task[None]] = set()
+        self.created = int(time.time())
+
+    def _eos_consts(self, comps: tuple[Any, ...]) -> frozenset[int]:
+        """End tokens a text emitter declares (`const eos`), as its outputs carry them (mock values when fake)."""
+        out = set()
+        for spec in comps:
+            for name, value in spec.consts.items():
+                if name == "eos" or name.endswith("_eos"):
+                    v = MockComponent.from_spec(spec).const(name) if self.options.fake else value
+                    if isinstance(v, int) and not isinstance(v, bool):
+                        out.add(v)
+        return frozenset(out)
+
+    def _sample_rate(self) -> int:
+        """The audio emitter's module hook `sample_rate(spec)`, else its `const sample_rate`, else 24 kHz."""
+        for spec in self.caps.emitters.get("audio", ()):
+            hook = component_hook(spec, "sample_rate", self.options.fake)
+            value = hook(spec) if hook is not None else spec.consts.get("sample_rate")
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return DEFAULT_SAMPLE_RATE
+
+    def sample_rate(self) -> int:
+        return self._rate
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> Runtime:
+        self.runtime = await Runtime.start(self.plan, fake=self.options.fake, ready_timeout=self.options.ready_timeout)
+        self.state = "ready"
+        return self.runtime
+
+    async def close(self) -> None:
+        self.state = "stopping"
+        if self.runtime is not None:
+            await self.runtime.close()  # cancels every request: the releases in flight finish at once
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=5)
+
+    def background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` (a lease's release) without making anyone wait for it; failures are logged."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("wgc http: releasing a request failed", exc_info=task.exception())
+
+    def live(self) -> Runtime:
+        if self.state == "stopping":
+            raise ApiError("shutting_down", "the server is stopping", headers={"Retry-After": "5"})
+        if self.runtime is None:
+            raise ApiError("not_ready", "the ranks are still loading", headers={"Retry-After": "2"})
+        return self.runtime
+
+    # ---- checks shared by the routes ------------------------------------------------------------
+
+    def check(self, route: str, model: str | None) -> None:
+        why = self.caps.unsupported(route)
+        if why is not None:
+            raise ApiError("route_not_supported", why)
+        if model is not None and model != self.plan.model:
+            raise ApiError("model_not_found", f"model `{model}` is not served here (this server serves "
+                                              f"`{self.plan.model}`)", "model")
+
+    def params(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Plan params, type- and bound-checked (defaults filled in)."""
+        try:
+            return resolve_params(self.plan.params, dict(given))
+        except RequestError as err:
+            raise ApiError("invalid_request", str(err), "params") from None
+
+    def deadline(self, timeout: float | None) -> float:
+        limit = self.options.request_timeout if timeout is None else min(timeout, self.options.request_timeout)
+        return time.monotonic() + limit
+
+    @asynccontextmanager
+    async def admitted(self, weight: int, deadline: float) -> AsyncIterator[None]:
+        """Hold `weight` admission slots: 429 when none is free and the queue is full, 504 when the
+        wait in the queue outlasts the deadline."""
+        self.live()
+        slot = self.admission.slot(weight, max(0.0, deadline - time.monotonic()))
+        try:
+            await slot.__aenter__()
+        except Full as full:
+            self.metrics.rejected.inc()
+            raise ApiError("over_capacity", f"all {self.capacity.max_running} slots and {self.capacity.max_queued} "
+                           f"queue places are taken", headers={"Retry-After": str(full.retry_after)}) from None
+        except TimeoutError:
+            raise ApiError("request_timeout", "the request waited past its timeout for a slot") from None
+        self._gauges()
+        try:
+            yield
+        finally:
+            await slot.__aexit__(None, None, None)
+            self._gauges()
+
+    def _gauges(self) -> None:
+        self.metrics.running.set(self.admission.running)
+        self.metrics.queued.set(self.admission.queued)
+
+    def submit(self, deadline: float, **fields: Any) -> Running:
+        runtime = self.live()
+        try:
+            handle = runtime.submit_spec(request_spec(**fields))
+        except RequestError as err:
+            raise ApiError("invalid_request", str(err)) from None
+        except RankDownError as err:
+            raise ApiError("rank_down", str(err)) from None
+        return Running(handle, self.metrics, deadline)

@@ -1,0 +1,99 @@
+"""POST /v1/audio/speech: text in, audio out, sent as it is produced.
+
+`response_format` wav (a streamed WAV header of unknown length, then 16-bit PCM) or pcm (raw
+16-bit little-endian mono at the model's sample rate, named in `X-Sample-Rate`). `stream_format`
+audio sends the bytes themselves; sse sends `speech.audio.delta` events with base64 chunks, then
+`speech.audio.done`. `stream: false` answers with the whole file and its length. A request that
+fails after audio has started is cut off: the connection is aborted, never ended cleanly.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from typing import Any, TypeGuard
+
+from starlette.requests import Request
+from starlette.responses import Response
+from wgc.runtime.api import OutputEvent, RequestEvent
+from wgc.runtime.http.audio import to_pcm16, wav_file, wav_header
+from wgc.runtime.http.lease import Lease
+from wgc.runtime.http.plan_schemas import VOICE_PARAMS
+from wgc.runtime.http.prompt import Piece, to_request
+from wgc.runtime.http.service import Service
+from wgc.runtime.http.streaming import guarded, prefetched, sse, stream_response
+from wgc.runtime.http.template import check_text
+
+MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm"}
+
+
+def speech_params(service: Service, body: Any) -> dict[str, Any]:
+    given: dict[str, Any] = body.params.model_dump(exclude_none=True) if body.params is not None else {}
+    voice = service.caps.param(*VOICE_PARAMS)
+    if voice is not None:
+        given[voice.name] = body.voice
+    for field in ("speed", "instructions"):
+        if getattr(body, field, None) is not None:
+            given[field] = getattr(body, field)
+    return service.params(given)
+
+
+async def speech(service: Service, request: Request, body: Any) -> Response:
+    service.check("speech", body.model)
+    params = speech_params(service, body)
+    fields = {**to_request(service.caps, service.tokenizer, [Piece("text", check_text(body.input, "input"))],
+                           "input"), "outputs": ["audio"]}
+    deadline = service.deadline(body.timeout)
+    rate = service.sample_rate()
+    headers = {"X-Sample-Rate": str(rate)}
+    lease = Lease(service)
+
+    if not body.stream:
+        async def whole() -> Response:
+            try:
+                (running,) = await lease.open(1, deadline, [{"params": params, **fields}])
+                pcm = b"".join([to_pcm16(e.payload) async for e in running.events() if _audio(e)])
+            finally:
+                lease.release()
+            data = wav_file(pcm, rate) if body.response_format == "wav" else pcm
+            return Response(data, media_type=MEDIA_TYPES[body.response_format], headers=headers)
+
+        return await guarded(request, whole())
+
+    async def opened() -> AsyncIterator[RequestEvent]:
+        try:
+            (running,) = await lease.open(1, deadline, [{"params": params, **fields}])
+            return await prefetched(running.events())
+        except BaseException:
+            lease.release()
+            raise
+
+    events = await guarded(request, opened())
+    if body.stream_format == "sse":
+        return stream_response(_sse(events), lease, service.metrics, "speech", "text/event-stream", headers)
+    return stream_response(_bytes(events, body.response_format, rate), lease, service.metrics, "speech",
+                           MEDIA_TYPES[body.response_format], headers)
+
+
+def _audio(event: RequestEvent) -> TypeGuard[OutputEvent]:
+    return isinstance(event, OutputEvent) and event.modality == "audio"
+
+
+async def _bytes(events: AsyncIterator[RequestEvent], fmt: str, rate: int) -> AsyncIterator[bytes]:
+    if fmt == "wav":
+        yield wav_header(rate)
+    async for event in events:
+        if _audio(event):
+            pcm = to_pcm16(event.payload)
+            if pcm:
+                yield pcm
+
+
+async def _sse(events: AsyncIterator[RequestEvent]) -> AsyncIterator[bytes]:
+    samples = 0
+    async for event in events:
+        if _audio(event):
+            pcm = to_pcm16(event.payload)
+            samples += len(pcm) // 2
+            yield sse({"type": "speech.audio.delta", "audio": base64.b64encode(pcm).decode()})
+    yield sse({"type": "speech.audio.done", "usage": {"output_samples": samples}})

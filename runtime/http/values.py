@@ -1,0 +1,79 @@
+"""Values of the native route, both ways: JSON in as walk inputs and parts, outputs out as JSON.
+
+In: a tensor is `{"dtype": "f32", "shape": [2, 3], "b64": "<raw little-endian bytes>"}` or
+`{"dtype": "f32", "values": [[...], [...]]}`; a `data:` URL is decoded for an image or audio part
+or input; text stays a string (a `tokens` input is tokenized); any other JSON value passes as it
+is. Out: a tensor becomes its nested values (`list`) or its raw bytes in base64 (`base64`), with
+its shape and dtype beside it.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from wgc.runtime.http.errors import ApiError
+from wgc.runtime.http.media import MediaLimits, decode_base64, decode_media, parse_data_url
+
+DTYPES = {"f32": "float32", "float32": "float32", "f64": "float64", "float64": "float64", "f16": "float16",
+          "float16": "float16", "bf16": "bfloat16", "bfloat16": "bfloat16", "i64": "int64", "int64": "int64",
+          "i32": "int32", "int32": "int32", "i16": "int16", "int16": "int16", "i8": "int8", "int8": "int8",
+          "u8": "uint8", "uint8": "uint8", "bool": "bool"}
+MEDIA = ("image", "audio")
+
+
+def _tensor(obj: dict[str, Any], param: str, limits: MediaLimits) -> Any:
+    import torch
+
+    name = DTYPES.get(str(obj.get("dtype")))
+    if name is None:
+        raise ApiError("invalid_request", f"{param}: dtype must be one of {', '.join(sorted(set(DTYPES)))}", param)
+    dtype = getattr(torch, name)
+    if set(obj) == {"dtype", "values"}:
+        try:
+            return torch.tensor(obj["values"], dtype=dtype)
+        except (TypeError, ValueError, RuntimeError, OverflowError) as err:
+            raise ApiError("invalid_request", f"{param}: values do not form a {name} tensor ({err})", param) from None
+    if set(obj) != {"dtype", "shape", "b64"}:
+        raise ApiError("invalid_request", f"{param}: a tensor is {{dtype, shape, b64}} or {{dtype, values}}", param)
+    shape = obj["shape"]
+    if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**31
+                                              for n in shape) or len(shape) > 8:
+        raise ApiError("invalid_request", f"{param}: shape must be a list of at most 8 sizes", param)
+    if not isinstance(obj["b64"], str):
+        raise ApiError("invalid_request", f"{param}: b64 must be a base64 string", param)
+    raw = decode_base64(obj["b64"], param, limits)
+    count = 1
+    for n in shape:
+        count *= n
+    if count * dtype.itemsize != len(raw):
+        raise ApiError("invalid_request", f"{param}: {len(raw)} bytes do not hold {shape} of {name}", param)
+    if not raw:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
+
+
+def value_in(value: Any, kind: str, param: str, limits: MediaLimits) -> Any:
+    """A JSON value as the walk receives it, for an input or part of `kind` (its base type)."""
+    if isinstance(value, dict) and "dtype" in value:
+        return _tensor(value, param, limits)
+    if kind in MEDIA and isinstance(value, str):
+        mime, data = parse_data_url(value, param, limits)
+        return decode_media(kind, mime, data, param, limits, None)
+    if kind == "text" and not isinstance(value, str):
+        raise ApiError("invalid_request", f"{param}: a text part's data must be a string", param)
+    return value
+
+
+def value_out(payload: Any, encoding: str) -> dict[str, Any]:
+    """`data` (and `encoding`) of an output."""
+    if hasattr(payload, "detach"):
+        t = payload.detach().to("cpu").contiguous()
+        if encoding == "base64":
+            import torch
+
+            raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            return {"data": base64.b64encode(raw).decode(), "encoding": "base64"}
+        return {"data": t.float().tolist() if t.dtype.is_floating_point and t.itemsize < 4 else t.tolist(),
+                "encoding": "list"}
+    return {"data": payload, "encoding": "json"}

@@ -1,0 +1,123 @@
+"""The frontend's pure parts: admission, capabilities, media codecs, addresses, error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import wave
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from wgc.runtime.http.admission import Admission, Capacity, Full
+from wgc.runtime.http.audio import to_pcm16, wav_file, wav_header
+from wgc.runtime.http.capabilities import Capabilities
+from wgc.runtime.http.errors import CODES, ApiError
+from wgc.runtime.http.media import MediaLimits, decode_wav, parse_data_url
+from wgc.runtime.http.png import encode_png, to_pixels
+from wgc.runtime.http.server import Address
+from wgc.runtime.http.validation import validation_error
+
+from tests.http.server import ROOT, TOY, compile_plan
+from wgc.plan.file import load_plan
+
+
+def test_admission_runs_queues_refuses_and_cleans_up_after_a_cancelled_waiter() -> None:
+    async def body() -> None:
+        adm = Admission(Capacity(max_running=2, max_queued=1))
+        hold = asyncio.Event()
+
+        async def user(weight: int = 1) -> None:
+            async with adm.slot(weight):
+                await hold.wait()
+
+        a, b = asyncio.create_task(user()), asyncio.create_task(user())
+        await asyncio.sleep(0)
+        c = asyncio.create_task(user())
+        await asyncio.sleep(0)
+        assert (adm.running, adm.queued) == (2, 1)
+        with pytest.raises(Full) as full:
+            async with adm.slot():
+                pass
+        assert full.value.retry_after >= 1
+        c.cancel()
+        await asyncio.gather(c, return_exceptions=True)
+        assert adm.queued == 0
+        with pytest.raises(TimeoutError):
+            async with adm.slot(wait=0.01):
+                pass
+        hold.set()
+        await asyncio.gather(a, b)
+        assert (adm.running, adm.queued) == (0, 0)
+
+    asyncio.run(body())
+
+
+@pytest.mark.parametrize(("model", "routes"), [
+    ("bagel", {"chat", "images", "edits", "generate"}),
+    ("orpheus", {"speech", "generate"}),
+    ("qwen3_omni", {"chat", "speech", "generate"}),
+    ("pi05", {"generate"}),
+    ("vjepa2_ac", {"generate"}),
+])
+def test_routes_follow_from_each_model_plan(tmp_path: Path, model: str, routes: set[str]) -> None:
+    caps = Capabilities.of(load_plan(compile_plan(tmp_path, ROOT / "models" / f"{model}.walk"))[1])
+    assert {r for r, ok in caps.routes().items() if ok} == routes
+
+
+def test_emitters_trace_outputs_to_their_components(tmp_path: Path) -> None:
+    caps = Capabilities.of(load_plan(compile_plan(tmp_path, TOY))[1])
+    assert {m: [c.name for c in cs] for m, cs in caps.emitters.items()} == {
+        "text": ["llm"], "audio": ["voc"], "image": ["painter"], "action": ["painter"], "tensor": ["painter"]}
+    assert caps.slot.via_parts and caps.slot.takes("image") and not caps.slot.takes("audio")
+
+
+def test_png_and_wav_are_valid_files() -> None:
+    img = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+    png = encode_png(img)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 3
+    idat = png[png.index(b"IDAT") + 4:png.index(b"IEND") - 8]
+    assert zlib.decompress(idat) == b"".join(b"\0" + row.tobytes() for row in img)
+    assert to_pixels(np.ones((3, 4, 5), dtype=np.float32), (0, 0)).shape == (4, 5, 3)  # [C, H, W], floats scaled
+    assert to_pixels(5, (6, 2)).shape == (2, 6, 1)  # a fake's number: a grey image of the requested size
+    pcm = to_pcm16(np.array([0.0, 1.0, -2.0]))
+    assert np.frombuffer(pcm, "<i2").tolist() == [0, 32767, -32767]
+    with wave.open(io.BytesIO(wav_file(pcm, 16000))) as w:
+        assert (w.getnframes(), w.getframerate()) == (3, 16000)
+    assert wav_header(8000)[4:8] == b"\xff\xff\xff\xff"
+
+
+def test_wav_input_is_decoded_checked_and_resampled() -> None:
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(2)
+        w.setframerate(8000)
+        w.writeframes(np.full(200, 16384, dtype="<i2").tobytes())
+    samples = decode_wav(buf.getvalue(), "audio", MediaLimits(), rate=16000)
+    assert samples.shape == (200,) and abs(float(samples[0]) - 0.5) < 1e-6
+    with pytest.raises(ApiError) as err:
+        decode_wav(buf.getvalue(), "audio", MediaLimits(max_seconds=0.001))
+    assert err.value.code == "media_too_large"
+    with pytest.raises(ApiError) as err:
+        parse_data_url("data:image/png,raw", "image", MediaLimits())
+    assert err.value.code == "invalid_media"
+
+
+def test_addresses_bind_loopback_unless_told() -> None:
+    assert Address.parse(":8000") == Address("127.0.0.1", 8000)
+    assert Address.parse("0.0.0.0:80") == Address("0.0.0.0", 80)
+    assert Address.parse("[::1]:0") == Address("::1", 0) and Address("::1", 0).url(5) == "http://[::1]:5"
+    for bad in ("8000", "host:", ":99999", "a:b"):
+        with pytest.raises(ValueError):
+            Address.parse(bad)
+
+
+def test_every_error_code_has_one_status_and_validation_maps_to_them(tmp_path: Path) -> None:
+    assert all(400 <= status < 600 for status, _, _ in CODES.values())
+    plan = load_plan(compile_plan(tmp_path, TOY))[1]
+    err = validation_error(plan, [{"type": "extra_forbidden", "loc": ("body", "params", "steps"), "msg": ""}])
+    assert (err.code, err.status) == ("unsupported_parameter", 400) and "max_tokens" in err.message
+    err = validation_error(plan, [{"type": "less_than_equal", "loc": ("body", "n"), "msg": "too big"}])
+    assert (err.code, err.status, err.param) == ("validation_error", 422, "n")
