@@ -14,6 +14,7 @@ join and leave at these boundaries: continuous batching.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +78,8 @@ class Executor:
         self.interp = Interpreter(self)
         self.output_seq: dict[int, int] = {}
         self.stats = {"runs": 0, "batched_calls": 0, "messages_in": 0, "messages_out": 0}
+        # Per component entry: batched calls, items in them, microseconds spent inside the component.
+        self.entry_stats: dict[tuple[str, str], list[int]] = {}
 
     # ---- inbound ----------------------------------------------------------------------
 
@@ -263,7 +266,9 @@ class Executor:
                     targets.append((inst, out))
             except KeyError as err:
                 self.fail(inst.request, str(self.interp.missing_value(inst, err.args[0])))
+        totals = self.entry_stats.setdefault((component, entry), [0, 0, 0])
         for start in range(0, len(calls), max(1, limit)):
+            began = time.perf_counter()
             try:
                 results = comp.call(entry, calls[start:start + limit])
             except Exception as err:  # noqa: BLE001 - a component failure fails its requests, not the rank
@@ -272,6 +277,9 @@ class Executor:
                 continue
             self.stats["batched_calls"] += 1
             self.stats["runs"] += len(results)
+            totals[0] += 1
+            totals[1] += len(results)
+            totals[2] += int((time.perf_counter() - began) * 1e6)
             for (inst, out), value in zip(targets[start:start + limit], results):
                 if out:
                     inst.frame[out] = value
@@ -314,4 +322,8 @@ class Executor:
         for name, comp in self.components.items():
             for key, value in comp.counters().items():
                 out[f"{name}.{key}"] = value
+        for (component, entry), (calls, items, micros) in self.entry_stats.items():
+            out[f"{component}.{entry}.calls"] = calls
+            out[f"{component}.{entry}.items"] = items
+            out[f"{component}.{entry}.compute_us"] = micros
         return out

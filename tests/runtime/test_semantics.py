@@ -62,6 +62,9 @@ def test_dynamic_loop_bound_comes_from_each_requests_params(tmp_path: Path) -> N
     # Continuous batching: the three requests' decode steps ran together while all three were alive.
     sizes = [n for entry, n in cluster.component("llm").batches if entry == "decode"]
     assert sizes[0] == 3 and max(sizes) == 3 and sizes[-1] == 1
+    counters = cluster.executors[0].counters()  # per entry, for /metrics: batches, items, compute time
+    assert counters["llm.decode.calls"] == len(sizes) and counters["llm.decode.items"] == sum(sizes)
+    assert counters["llm.decode.compute_us"] >= 0
 
 
 def test_bad_params_are_rejected_before_anything_runs(tmp_path: Path) -> None:
