@@ -15,6 +15,7 @@ PAIRS: list[tuple[str, str]] = [
     ("orpheus", "1xh100"),
     ("orpheus", "1xh200"),
     ("orpheus", "orpheus-pd"),
+    ("orpheus", "orpheus-cpu2"),
     ("pi05", "cpu"),
     ("pi05", "1xh100"),
     ("qwen3_omni", "cpu"),

@@ -23,6 +23,7 @@ SERVES: dict[str, tuple[str, ...]] = {
     "2xh200.toml": ("qwen3_omni",),
     "1xh200.toml": ("orpheus",),
     "orpheus-pd.toml": ("orpheus",),
+    "orpheus-cpu2.toml": ("orpheus",),
 }
 CASES = [(p, m) for p, models in SERVES.items() for m in models]
 
