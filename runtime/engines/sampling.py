@@ -79,8 +79,18 @@ def sample(logits: torch.Tensor, params: Sequence[SamplingParams], histories: Se
     if all(greedy):
         return best
     temperature = torch.tensor([p.temperature or 1.0 for p in params], device=device)  # [B]
-    scores = _filter(scores / temperature[:, None], params)  # [B, V], -inf outside the kept set
-    drawn = (scores + _gumbel(params, steps, vocab, device, generator)).argmax(-1)  # [B]
+    scores = scores / temperature[:, None]  # [B, V]
+    ranked = _rank_and_keep(scores, params)
+    if ranked is None:  # nothing filtered: every token is a candidate
+        tokens = torch.arange(vocab, dtype=torch.int64, device=device)[None, :]  # [1, V]
+        drawn = (scores + _gumbel(params, steps, tokens, generator)).argmax(-1)  # [B]
+    else:
+        # Only kept tokens can win the Gumbel-max draw: noise for the first `width` ranks suffices
+        # (each token's noise depends on its id alone, so the draw is the same as over the whole row).
+        kept, order, width = ranked
+        candidates = order[:, :width]  # [B, width] token ids in rank order
+        noisy = kept[:, :width] + _gumbel(params, steps, candidates, generator)  # [B, width]
+        drawn = candidates.gather(-1, noisy.argmax(-1, keepdim=True)).squeeze(-1)  # [B]
     return torch.where(torch.tensor(greedy, device=device), best, drawn)
 
 
@@ -101,12 +111,14 @@ def _penalize(scores: torch.Tensor, params: Sequence[SamplingParams],
     return torch.where(seen, torch.where(scores > 0, scores / penalty, scores * penalty), scores)
 
 
-def _filter(scores: torch.Tensor, params: Sequence[SamplingParams]) -> torch.Tensor:
-    """Top-k, then top-p of what top-k kept, then min-p; outside the kept set → -inf."""
+def _rank_and_keep(scores: torch.Tensor,
+                   params: Sequence[SamplingParams]) -> tuple[torch.Tensor, torch.Tensor, int] | None:
+    """Top-k, then top-p of what top-k kept, then min-p, in rank order: (scores with -inf outside the
+    kept set [B, V], token ids [B, V], the most tokens any row keeps); None when nothing filters."""
     batch, vocab = scores.shape
     top_k = [p.top_k if 0 < p.top_k < vocab else vocab for p in params]
     if all(k == vocab for k in top_k) and all(p.top_p >= 1 and p.min_p == 0 for p in params):
-        return scores
+        return None
     device = scores.device
     k = torch.tensor(top_k, device=device)[:, None]  # [B, 1]
     top_p = torch.tensor([p.top_p for p in params], device=device)[:, None]  # [B, 1]
@@ -118,18 +130,18 @@ def _filter(scores: torch.Tensor, params: Sequence[SamplingParams]) -> torch.Ten
     keep &= (above < top_p) | (top_p >= 1)
     keep &= probs >= min_p * probs[:, :1]  # the ratio to the best is the same after renormalising
     keep[:, 0] = True
-    kept = ranked.masked_fill(~keep, float("-inf"))  # [B, V] in rank order
-    return torch.full_like(scores, float("-inf")).scatter(-1, order, kept)  # [B, V] in vocabulary order
+    width = int(keep.sum(-1).max())  # kept tokens are a prefix of each row's ranking
+    return ranked.masked_fill(~keep, float("-inf")), order, width
 
 
-def _gumbel(params: Sequence[SamplingParams], steps: Sequence[int], vocab: int, device: torch.device,
+def _gumbel(params: Sequence[SamplingParams], steps: Sequence[int], tokens: torch.Tensor,
             generator: torch.Generator | None) -> torch.Tensor:
-    """Gumbel noise [B, V]: row b, token v is a function of (seed_b, step_b, v) only."""
+    """Gumbel noise for `tokens` ([B or 1, K] token ids): row b, token v is a function of (seed_b, step_b, v)."""
+    device = tokens.device
     keys = [_row_key(_seed_of(p, generator), step) for p, step in zip(params, steps)]
     k1 = torch.tensor([a for a, _ in keys], dtype=torch.int64, device=device)[:, None]  # [B, 1]
     k2 = torch.tensor([b for _, b in keys], dtype=torch.int64, device=device)[:, None]  # [B, 1]
-    tokens = torch.arange(vocab, dtype=torch.int64, device=device)[None, :]  # [1, V]
-    bits = _hash32(_hash32(tokens ^ k1) ^ k2)  # [B, V] in [0, 2**32)
+    bits = _hash32(_hash32(tokens ^ k1) ^ k2)  # [B, K] in [0, 2**32)
     uniform = ((bits >> 9).float() * 2 + 1) * 2.0**-24  # [B, V], odd multiples of 2**-24: in (0, 1)
     return -torch.log(-torch.log(uniform))
 
