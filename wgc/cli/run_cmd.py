@@ -18,16 +18,17 @@ stop every worker first.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import sys
-import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from wgc.cli.sources import EXIT_USAGE
+
+if TYPE_CHECKING:  # asyncio is imported where it runs: `wgc check` imports this module too
+    import asyncio
 
 REQUEST_KEYS = ("params", "task", "parts", "inputs", "outputs", "input_modalities", "think")
 
@@ -93,6 +94,8 @@ class Session:
         self.failed = False
 
     def submit(self, doc: dict[str, Any], where: str) -> None:
+        import asyncio
+
         from wgc.runtime.api import RequestError
 
         try:
@@ -114,12 +117,16 @@ class Session:
                 self.failed = True
 
     async def drain(self) -> None:
+        import asyncio
         while self.tasks:
             await asyncio.gather(*list(self.tasks))
 
 
 def _stdin_lines() -> asyncio.Queue[str | None]:
     """Lines of stdin as they come (None at the end), read by a daemon thread that never blocks exit."""
+    import asyncio
+    import threading
+
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str | None] = asyncio.Queue()
 
@@ -180,6 +187,8 @@ def _http_options(fake: bool, api_key: str | None, max_running: int | None, max_
 
 async def _until_signal(work: Any) -> int:
     """Run `work`; SIGINT or SIGTERM cancels it (the runtime stops every worker) and gives 128 + signal."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     task = loop.create_task(work)
     got: list[int] = []
@@ -219,6 +228,8 @@ async def _until_signal(work: Any) -> int:
 def run(plan_file: str, fake: bool, requests: tuple[str, ...], ready_timeout: float, serve_at: str | None,
         api_key: str | None, max_running: int | None, max_queued: int | None, request_timeout: float) -> None:
     """Start a coordinator and one worker process per rank; run requests; print their events as NDJSON."""
+    import asyncio  # here, not at the top: `wgc check` imports this module and must start fast
+
     from wgc.plan.file import PlanFileError
     from wgc.runtime.process.errors import StartError
 
