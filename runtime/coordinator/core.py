@@ -24,10 +24,11 @@ from wgc.runtime.messages import (
     StartWalk,
     StreamDone,
 )
+from wgc.runtime.request_env import RequestEnv, const_table
 from wgc.runtime.worker.flowstep import first_step, on_ranks
 
 from wgc.plan.model import Plan
-from wgc.sim.mock import MockComponent, mock_input
+from wgc.sim.mock import mock_input
 
 Send = Callable[[int, Message], None]
 
@@ -51,37 +52,12 @@ class Tracked:
     cancel_acks: set[int] = field(default_factory=set)
 
 
-class _ConditionEnv:
-    def __init__(self, plan: Plan, init: RequestInit, fake: bool, part: str | None = None) -> None:
-        self.plan, self.init, self.fake, self.part = plan, init, fake, part
-
-    def value(self, name: str) -> Any:
-        raise KeyError(name)
-
-    def param(self, name: str) -> Any:
-        return self.init.params[name]
-
-    def const(self, component: str, name: str) -> Any:
-        spec = next(c for c in self.plan.components if c.name == component)
-        return MockComponent.from_spec(spec).const(name) if self.fake else spec.consts.get(name)
-
-    def request(self, name: str) -> Any:
-        init = self.init
-        return {"task": init.task, "think": init.think, "inputs": frozenset(init.input_modalities),
-                "outputs": frozenset(init.output_modalities), "parts": [p.kind for p in init.parts]}[name]
-
-    def result(self, walk: str) -> Any:
-        return None
-
-    def part_kind(self) -> str:
-        return self.part or ""
-
-
 class CoordinatorCore:
     def __init__(self, plan: Plan, send: Send, fake_inputs: bool = False) -> None:
         self.plan = plan
         self.send = send
         self.fake = fake_inputs
+        self.consts = const_table(plan, fake_inputs)
         self.walks = {w.name: w for w in plan.walks}
         self.tables = {f.name: FlowTable(f, self.walks) for f in plan.flows}
         self.inputs = {(r.rank, ws.walk): list(ws.inputs) for r in plan.ranks for ws in r.schedules}
@@ -105,7 +81,7 @@ class CoordinatorCore:
         starts = []
         evaluate = evaluator(self.fake)
         for name, table in self.tables.items():
-            cond = lambda e, kind, _i=init: evaluate(e, _ConditionEnv(self.plan, _i, self.fake, kind))  # noqa: E731
+            cond = lambda e, kind, _i=init: evaluate(e, RequestEnv(self.consts, _i, part=kind))  # noqa: E731
             if not table.starts(cond):
                 continue
             try:

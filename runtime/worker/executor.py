@@ -204,6 +204,7 @@ class Executor:
             del self.flow_finished[key]
         self.finished_flows = {k for k in self.finished_flows if k[0] != request}
         self.streams.drop(request)
+        self.interp.forget(request)
         self.output_seq.pop(request, None)
         for comp in self.components.values():
             comp.release(request)

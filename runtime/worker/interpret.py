@@ -23,6 +23,7 @@ from wgc.runtime.component import Component
 from wgc.runtime.exprs import evaluator
 from wgc.runtime.flows.table import FlowError
 from wgc.runtime.messages import Data, KvData, Output, StartWalk, StreamCredit, StreamDone, StreamItems
+from wgc.runtime.request_env import RequestEnv, const_table
 from wgc.runtime.streams.buffer import ENDED, WAITING
 from wgc.runtime.worker.flowstep import next_step, on_ranks
 from wgc.runtime.worker.instance import FREED, Instance, LoopState
@@ -46,48 +47,12 @@ class StepError(Exception):
     """An instruction that cannot execute: names the rank, walk, instruction and source position."""
 
 
-class _Env:
-    def __init__(self, ex: Executor, inst: Instance | None, results: dict[str, Any] | None = None,
-                 part: str | None = None, request: int | None = None) -> None:
-        self.ex, self.inst, self.results, self.part = ex, inst, results or {}, part
-        self.init = ex.requests.get(request if request is not None else inst.request)
-
-    def value(self, name: str) -> Any:
-        v = self.inst.frame.get(name, FREED) if self.inst is not None else FREED
-        if v is FREED:
-            raise KeyError(name)
-        return v
-
-    def param(self, name: str) -> Any:
-        return self.init.params[name]
-
-    def const(self, component: str, name: str) -> Any:
-        comp = self.ex.components.get(component)
-        if comp is not None and hasattr(comp, "mock"):
-            return comp.mock.const(name)
-        spec = next(c for c in self.ex.rp.plan.components if c.name == component)
-        if self.ex.options.fake_inputs:
-            from wgc.sim.mock import MockComponent
-
-            return MockComponent.from_spec(spec).const(name)
-        return spec.consts.get(name)
-
-    def request(self, field: str) -> Any:
-        init = self.init
-        return {"task": init.task, "think": init.think, "inputs": frozenset(init.input_modalities),
-                "outputs": frozenset(init.output_modalities), "parts": [p.kind for p in init.parts]}[field]
-
-    def result(self, walk: str) -> Any:
-        return self.results.get(walk)
-
-    def part_kind(self) -> str:
-        return self.part or ""
-
-
 class Interpreter:
     def __init__(self, ex: Executor) -> None:
         self.ex = ex
         self.evaluate = evaluator(ex.options.fake_inputs)
+        self.consts = const_table(ex.rp.plan, ex.options.fake_inputs)
+        self._alive: dict[tuple[int, str], bool] = {}  # (request, stream) → has a reader
         self.handlers = {
             m.Eval: self._eval, m.Send: self._send, m.Recv: self._recv, m.Loop: self._loop,
             m.EndLoop: self._endloop, m.Push: self._push, m.Pop: self._pop, m.Emit: self._emit,
@@ -98,7 +63,7 @@ class Interpreter:
 
     def eval(self, e: m.Expr, inst: Instance) -> Any:
         try:
-            return self.evaluate(e, _Env(self.ex, inst))
+            return self.evaluate(e, RequestEnv(self.consts, self.ex.requests[inst.request], inst.frame))
         except KeyError as err:
             raise self._error(inst, f"value `{err.args[0]}` is not available (freed or never set)") from None
         except (TypeError, ValueError, ArithmeticError, IndexError, RuntimeError) as err:
@@ -312,7 +277,16 @@ class Interpreter:
         return None
 
     def _stream_alive(self, request: int, stream: str) -> bool:
-        """A stream read by `recv` in a flow this request does not run has no reader: its items are dropped."""
+        """A stream read by `recv` in a flow this request does not run has no reader: its items are dropped.
+
+        Decided once per (request, stream): every push asks, and the answer cannot change."""
+        key = (request, stream)
+        alive = self._alive.get(key)
+        if alive is None:
+            alive = self._alive[key] = self._has_reader(request, stream)
+        return alive
+
+    def _has_reader(self, request: int, stream: str) -> bool:
         spec = self.ex.rp.streams[stream]
         if spec.consumer_walk is not None:
             return True
@@ -320,8 +294,13 @@ class Interpreter:
         if init is None:
             return False
         readers = [f for f, streams in self.ex.rp.read_by_flow.items() if stream in streams]
-        return any(self.ex.rp.flows[f].starts(lambda e, _k: self.evaluate(e, _Env(self.ex, None, request=request)))
+        return any(self.ex.rp.flows[f].starts(lambda e, _k: self.evaluate(e, RequestEnv(self.consts, init)))
                    for f in readers)
+
+    def forget(self, request: int) -> None:
+        """The request left this rank: drop what was remembered about it."""
+        for key in [k for k in self._alive if k[0] == request]:
+            del self._alive[key]
 
     def stream_items(self, msg: StreamItems) -> None:
         spec = self.ex.rp.streams[msg.stream]
@@ -400,8 +379,8 @@ class Interpreter:
         init = self.ex.requests[inst.request]
 
         def cond(e: m.Expr, kind: str | None) -> Any:
-            return self.evaluate(e, _Env(self.ex, None, dict(inst.flow.results) | ({inst.walk: result} if ins.result else {}),
-                                    kind, request=inst.request))
+            results = dict(inst.flow.results) | ({inst.walk: result} if ins.result else {})
+            return self.evaluate(e, RequestEnv(self.consts, init, results=results, part=kind))
 
         try:
             step = next_step(table, inst.flow, inst.walk, result, walk.returns is not None, init, cond,
