@@ -12,7 +12,7 @@ from typing import Any
 
 from wgc.runtime.coordinator.request import RequestError, RequestSpec, resolve_params
 from wgc.runtime.exprs import evaluator
-from wgc.runtime.flows.table import FlowError, FlowTable
+from wgc.runtime.flows.table import FlowError
 from wgc.runtime.messages import (
     Cancel,
     CancelAck,
@@ -25,6 +25,8 @@ from wgc.runtime.messages import (
     StreamDone,
 )
 from wgc.runtime.request_env import RequestEnv, const_table
+from wgc.runtime.worker.context import RankPlan
+from wgc.runtime.worker.executor import COORDINATOR
 from wgc.runtime.worker.flowstep import first_step, on_ranks
 
 from wgc.plan.model import Plan
@@ -58,15 +60,11 @@ class CoordinatorCore:
         self.send = send
         self.fake = fake_inputs
         self.consts = const_table(plan, fake_inputs)
-        self.walks = {w.name: w for w in plan.walks}
-        self.tables = {f.name: FlowTable(f, self.walks) for f in plan.flows}
-        self.inputs = {(r.rank, ws.walk): list(ws.inputs) for r in plan.ranks for ws in r.schedules}
-        self.fed_by: dict[str, set[str]] = {}
-        for f in plan.flows:
-            members = {t.target for outs in f.transitions.values() for t in outs}
-            members |= {w for e in f.eaches for a in e.arms for w in a.walks}
-            self.fed_by[f.name] = {i.stream for r in plan.ranks for ws in r.schedules if ws.walk in members
-                                   for i in ws.instructions if type(i).__name__ == "Push"}
+        tables = RankPlan.build(plan, COORDINATOR)  # the plan-wide tables the workers use too
+        self.walks = tables.walks
+        self.tables = tables.flows
+        self.inputs = tables.inputs
+        self.fed_by = tables.fed_by_flow
         self.on_walk_streams = {s.name for s in plan.streams if s.consumer_walk}
         self.live: dict[int, Tracked] = {}
         self.events: list[Event] = []
@@ -91,7 +89,7 @@ class CoordinatorCore:
             starts.append((name, step))
         if not starts:
             raise RequestError("no flow of this model serves the request (check its task and output modalities)")
-        streams = {s for name, _ in starts for s in self.fed_by.get(name, set()) if s in self.on_walk_streams}
+        streams = {s for name, _ in starts for s in self.fed_by.get(name, []) if s in self.on_walk_streams}
         self.live[request] = Tracked(init, {name for name, _ in starts}, streams)
         for rank in range(len(self.plan.ranks)):
             self.send(rank, init)
