@@ -10,7 +10,7 @@ through the page tables):
 Tokens in and out are Orpheus ids (`vocab.py` maps the tiny preset's compact ids at this boundary).
 
 Sampling is `wgc.runtime.engines.sampling` per request: repetition penalty over the request's
-prompt and generated tokens, temperature, top-p, and a Gumbel draw keyed by (seed, step), the seed
+prompt and generated tokens, temperature, top-p, and a draw keyed by (seed, step) (rejection sampling, no sort), the seed
 derived from the request id (and label) unless the component was given a base seed; a request
 draws the same tokens whatever it is batched with.
 
@@ -20,6 +20,12 @@ neither, on CPU only: WGC_CPU_KV_MEMORY, default 256 MiB). Per (request, label) 
 keeps the pages; this component keeps the token history and the count of generated tokens.
 checkpoint/restore truncate both (a speculative decode step rolled back), release frees the
 request's pages, and fork/export_label/import_label share, ship and install a label.
+
+CUDA graphs (`decode_graph.py`): on CUDA, `capture("decode", ...)` captures a static-shaped decode
+step per batch bucket at start-up; `decode` replays the nearest bucket when the batch fits (no more
+rows than the largest bucket, every sequence within the graph context) and runs eagerly otherwise.
+`prefill` always runs eagerly (its token counts vary). The pool has one page more than the
+allocator hands out: the padding rows of a replay write there.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,10 +43,12 @@ from torch import Tensor
 from wgc.models.layers import LlamaModel
 from wgc.models.orpheus import knobs
 from wgc.models.orpheus.config import OrpheusConfig
+from wgc.models.orpheus.decode_graph import GRAPH_CONTEXT, DecodeGraphs, DecodeStep
 from wgc.models.orpheus.vocab import TokenMap, encode_prompt, load_tokenizer, tiny_tokenizer
 from wgc.models.orpheus.weights import load_llama, read_config
 from wgc.runtime.component import Call, Component
 from wgc.runtime.engines.attention import AttentionBatch, KVStep, KVStorage, attention_backend
+from wgc.runtime.engines.capture_report import CaptureReport
 from wgc.runtime.engines.kv_pages import Exhausted, LabelExport, PageAllocator, budget_bytes, pages_for_budget
 from wgc.runtime.engines.sampling import SamplingParams, sample
 
@@ -118,14 +127,17 @@ class LanguageModel(Component):
     """Orpheus's language model as a kv component (see the module docstring)."""
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
-                 preset: str | None = None, seed: int | None = None) -> None:
+                 preset: str | None = None, seed: int | None = None, config: OrpheusConfig | None = None,
+                 graph_context: int = GRAPH_CONTEXT) -> None:
+        """Weights from `weights` (a Hugging Face directory), else random ones for `preset` or `config`,
+        else from WGC_ORPHEUS_DIR, else the tiny preset. `graph_context`: tokens a CUDA-graph decode covers."""
         super().__init__(spec, rank, device)
         if spec.tp > 1:
             raise ValueError(f"orpheus {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented; "
                              "place a whole model on each rank")
         self.torch_device = torch.device(device)
-        fallback = weights is None and preset is None and knobs.orpheus_dir() is None
-        if weights is None and preset is None:
+        fallback = weights is None and preset is None and config is None and knobs.orpheus_dir() is None
+        if weights is None and preset is None and config is None:
             weights = knobs.orpheus_dir()
             preset = "tiny" if weights is None else None
         if weights is not None:
@@ -138,12 +150,12 @@ class LanguageModel(Component):
             self.tokenizer = tiny_tokenizer() if compact and not tokenizer_file.is_file() else load_tokenizer(weights)
             self.source = str(weights)
         else:
-            assert preset is not None
-            self.config = OrpheusConfig.preset(preset)
+            assert preset is not None or config is not None
+            self.config = config if config is not None else OrpheusConfig.preset(str(preset))
             self.dtype = self._dtype()
             self.model = self._random_model(seed or 0)
             self.tokenizer = tiny_tokenizer()
-            self.source = f"{preset} preset, random weights"
+            self.source = f"{self.config.name} {'config' if config is not None else 'preset'}, random weights"
         self.map = TokenMap(self.config.vocab)
         self.seed = seed
         c = self.config.llama
@@ -152,13 +164,17 @@ class LanguageModel(Component):
         budget = kv_budget(spec.settings, self.torch_device)
         num_pages = pages_for_budget(budget, self.page_size, c.layers, c.kv_heads, c.head_dim, dtype_bytes)
         self.pages = PageAllocator(num_pages, self.page_size)
-        self.storage = KVStorage.allocate(c.layers, num_pages, self.page_size, c.kv_heads, c.head_dim,
+        # one page more than the allocator's: page num_pages is the scratch page of a replay's padding rows
+        self.storage = KVStorage.allocate(c.layers, num_pages + 1, self.page_size, c.kv_heads, c.head_dim,
                                           self.dtype, self.torch_device)
+        max_pages = -(-min(c.max_positions, graph_context) // self.page_size)
+        step = DecodeStep(self.model, self.storage, self.page_size, num_pages * self.page_size)
+        self.graphs = DecodeGraphs(step, max_pages, self.torch_device)
         self.backend = attention_backend(self.torch_device, c.heads, c.kv_heads, c.head_dim, self.page_size,
                                          self.dtype)
         self.seqs: dict[tuple[int, str], _Seq] = {}
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
-        where = f"{num_pages} KV pages of {self.page_size} tokens on {device}"
+        self.where = where = f"{num_pages} KV pages of {self.page_size} tokens on {device}"
         if fallback:  # one line, the only one: what runs and why
             log.warning("orpheus %s: no weights given (WGC_ORPHEUS_DIR unset), running the tiny preset with "
                         "random weights; %s", spec.name, where)
@@ -168,6 +184,17 @@ class LanguageModel(Component):
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> LanguageModel:
         return cls(spec, rank, device, preset="tiny")
+
+    def describe(self) -> str:
+        return f"{self.source}; {self.where}"
+
+    def capture(self, entry: str, walk: str, buckets: list[int], progress: Callable[[str], None]) -> CaptureReport:
+        """CUDA graphs of the decode step, one per bucket (largest first); every other entry runs eagerly."""
+        if entry != "decode":
+            return CaptureReport.eager_only(f"{entry} takes a varying number of tokens per call: runs eagerly")
+        if self.torch_device.type != "cuda":
+            return CaptureReport.eager_only(f"on {self.device}: decode runs eagerly")
+        return self.graphs.capture(buckets, progress)
 
     def _dtype(self) -> torch.dtype:
         if self.torch_device.type != "cuda" or self.config.vocab == "compact":
@@ -189,10 +216,33 @@ class LanguageModel(Component):
 
     # ---- the forward over a batch of sequences ---------------------------------------------------
 
-    def forward(self, items: list[tuple[int, str, list[int]]]) -> Tensor:
+    def forward(self, items: list[tuple[int, str, list[int]]], graphs: bool = False) -> Tensor:
         """Append each item's model-id tokens to its (request, label) KV and run one forward over all of
         them; the logits at each item's last token, [len(items), vocab] float32. KVExhausted (nothing
-        allocated) when the pool is short. A (request, label) appears at most once."""
+        allocated) when the pool is short. A (request, label) appears at most once. With `graphs`, a
+        decode batch (one token per item) replays a captured CUDA graph when one fits it."""
+        cached = self._reserve(items)
+        tables = [self.pages.page_table(r, lab) for r, lab, _ in items]
+        with torch.no_grad():
+            if graphs and all(len(toks) == 1 for _, _, toks in items) and self.graphs.fits(cached):
+                logits = self.graphs.replay([toks[0] for _, _, toks in items], tables, cached)  # [B, vocab]
+            else:
+                logits = self._dynamic(items, tables, cached)  # [B, vocab]
+        self.stats["forwards"] += 1
+        self.stats["tokens_in"] += sum(len(toks) for _, _, toks in items)
+        return logits.float()
+
+    def forward_static(self, items: list[tuple[int, str, list[int]]], bucket: int) -> Tensor:
+        """`forward` of a decode batch through the static-shaped step a CUDA graph captures, run eagerly
+        and padded to `bucket` rows (any device): the tests hold it equal to the dynamic path."""
+        cached = self._reserve(items)
+        tables = [self.pages.page_table(r, lab) for r, lab, _ in items]
+        with torch.no_grad():
+            logits = self.graphs.eager([toks[0] for _, _, toks in items], tables, cached, bucket)  # [B, vocab]
+        return logits.float()
+
+    def _reserve(self, items: list[tuple[int, str, list[int]]]) -> list[int]:
+        """Room in the pages for every item's new tokens (copy-on-write done); each item's cached length."""
         pages = self.pages
         needed = sum(pages.pages_needed(r, lab, len(toks)) for r, lab, toks in items)  # an upper bound
         if needed > pages.free_pages:
@@ -214,17 +264,17 @@ class LanguageModel(Component):
         for old, new in copies:  # copy-on-write of a shared partial page, before the write
             self.storage.k[:, new] = self.storage.k[:, old]
             self.storage.v[:, new] = self.storage.v[:, old]
+        return cached
+
+    def _dynamic(self, items: list[tuple[int, str, list[int]]], tables: list[list[int]], cached: list[int]) -> Tensor:
+        """The eager forward over ragged items (the attention backend plans this step's shapes)."""
         lengths = [len(toks) for _, _, toks in items]
-        batch = AttentionBatch([pages.page_table(r, lab) for r, lab, _ in items], cached, lengths, self.page_size)
+        batch = AttentionBatch(tables, cached, lengths, self.page_size)
         dev = self.torch_device
         tokens = torch.tensor([t for _, _, toks in items for t in toks], dtype=torch.int64, device=dev)  # [N]
         last = torch.cumsum(torch.tensor(lengths, device=dev), 0) - 1  # [B]
-        with torch.no_grad():
-            step = KVStep(self.storage, self.backend, self.backend.plan(batch))
-            logits = self.model(tokens, batch.positions().to(dev), step, logits_at=last)  # [B, vocab]
-        self.stats["forwards"] += 1
-        self.stats["tokens_in"] += len(tokens)
-        return logits.float()
+        step = KVStep(self.storage, self.backend, self.backend.plan(batch))
+        return self.model(tokens, batch.positions().to(dev), step, logits_at=last)  # [B, vocab]
 
     # ---- entries ---------------------------------------------------------------------------------
 
@@ -267,7 +317,7 @@ class LanguageModel(Component):
         return [int(t) for t in out if t is not None]
 
     def _wave(self, rows: list[tuple[int, str, list[int], tuple[Any, Any, Any]]], fresh: bool) -> list[int]:
-        logits = self.forward([(r, lab, toks) for r, lab, toks, _ in rows])
+        logits = self.forward([(r, lab, toks) for r, lab, toks, _ in rows], graphs=not fresh)  # decode: graphs
         seqs = []
         for r, lab, toks, _ in rows:
             seq = self.seqs.get((r, lab))
@@ -362,4 +412,5 @@ class LanguageModel(Component):
             del self.seqs[key]
 
     def counters(self) -> dict[str, int]:
-        return {**self.pages.counters(), "requests": len({r for r, _ in self.seqs}), **self.stats}
+        return {**self.pages.counters(), "requests": len({r for r, _ in self.seqs}), **self.stats,
+                **self.graphs.counters()}

@@ -2,15 +2,23 @@
 
 Per row, in Hugging Face's order: repetition penalty over the row's history; then greedy
 (temperature 0: the argmax) or temperature, top-k, top-p, min-p (each on what the previous one
-kept; the most likely token is always kept) and a draw. Masks are computed for the whole batch at
-once, from one sort of each row, never with a loop over the vocabulary.
+kept) and a draw. The kept set is defined by thresholds, so ties are treated alike: top-k keeps
+every token scoring at least the k-th best; top-p keeps a token when the tokens strictly more
+likely than it hold less than top_p of the (top-k renormalised) mass; min-p keeps a token at least
+min_p times as likely as the best. The best token is always kept.
 
-The draw is the Gumbel-max trick: argmax(logits / T + g), g = -log(-log u), samples exactly from
-softmax(logits / T) over the kept tokens. The uniform u of token v in a row is a counter-based
-hash of (seed, step, v) done in integer tensor ops, identical on CPU and CUDA. It depends on the
-row's own seed and step only, not on its position in the batch or on the other rows, so a seeded
-request draws the same tokens whatever it is batched with. A row without a seed takes a fresh
-one from `generator` (torch's default generator when None) and is not reproducible.
+The draw is rejection sampling, which needs no sort of the vocabulary: a token is drawn by inverse
+CDF from the whole (top-k renormalised) distribution, in token-id order, and accepted when it lies
+in the kept set, one [B, V] pass per attempt. The first accepted draw is distributed exactly as the
+renormalised kept set; an attempt succeeds with the kept set's mass (at least top_p when top-p is
+what binds), so nearly every row settles on its first or second attempt. A row still unsettled
+after `_ATTEMPTS` (a min-p that keeps little of a flat distribution) is ranked instead: a partial
+ranking of its most likely tokens, widened only as far as its kept set reaches.
+
+Attempt j of a row uses the uniform u(seed, step, j) (`uniforms.py`): it depends on the row's own
+seed and step only, so a seeded request draws the same tokens whatever it is batched with. A row
+without a seed takes a fresh one from `generator` (torch's default generator when None) and is not
+reproducible.
 """
 
 from __future__ import annotations
@@ -20,10 +28,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from wgc.runtime.engines.uniforms import uniforms
 
-_MASK32 = 0xFFFFFFFF
-_GOLDEN = 0x9E3779B9
-
+_ATTEMPTS = 16  # rejection attempts before a row is ranked instead; the next uniform is the ranked draw's
+_ATTEMPTS_PER_PASS = 4  # attempts judged together in one pass over the vocabulary
+_FIRST_WIDTH = 64  # the first ranked prefix tried; widened eightfold while some row's kept set may reach past it
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -79,19 +88,70 @@ def sample(logits: torch.Tensor, params: Sequence[SamplingParams], histories: Se
     if all(greedy):
         return best
     temperature = torch.tensor([p.temperature or 1.0 for p in params], device=device)  # [B]
-    scores = scores / temperature[:, None]  # [B, V]
-    ranked = _rank_and_keep(scores, params)
-    if ranked is None:  # nothing filtered: every token is a candidate
-        tokens = torch.arange(vocab, dtype=torch.int64, device=device)[None, :]  # [1, V]
-        drawn = (scores + _gumbel(params, steps, tokens, generator)).argmax(-1)  # [B]
-    else:
-        # Only kept tokens can win the Gumbel-max draw: noise for the first `width` ranks suffices
-        # (each token's noise depends on its id alone, so the draw is the same as over the whole row).
-        kept, order, width = ranked
-        candidates = order[:, :width]  # [B, width] token ids in rank order
-        noisy = kept[:, :width] + _gumbel(params, steps, candidates, generator)  # [B, width]
-        drawn = candidates.gather(-1, noisy.argmax(-1, keepdim=True)).squeeze(-1)  # [B]
+    scores = _mask_top_k(scores / temperature[:, None], params)  # [B, V], -inf outside top-k
+    probs = scores.softmax(-1)  # [B, V], renormalised over top-k
+    top_p = torch.tensor([p.top_p for p in params], device=device)  # [B]
+    min_p = torch.tensor([p.min_p for p in params], device=device)  # [B]
+    draws = uniforms([_seed_of(p, generator) for p in params], steps, _ATTEMPTS + 1, device)  # [B, A + 1]
+    drawn, settled = _draw_by_rejection(probs, draws[:, :_ATTEMPTS], top_p, min_p)
+    if not bool(settled.all()):
+        rows = (~settled).nonzero()[:, 0]
+        drawn[rows] = _draw_ranked(scores[rows], top_p[rows], min_p[rows], draws[rows, _ATTEMPTS])
     return torch.where(torch.tensor(greedy, device=device), best, drawn)
+
+
+def _mask_top_k(scores: torch.Tensor, params: Sequence[SamplingParams]) -> torch.Tensor:
+    """-inf below each row's k-th best score (ties with it stay); rows without top-k untouched."""
+    vocab = scores.shape[-1]
+    top_k = [p.top_k if 0 < p.top_k < vocab else 0 for p in params]
+    if not any(top_k):
+        return scores
+    device = scores.device
+    best = scores.topk(max(top_k), dim=-1).values  # [B, K], descending
+    k = torch.tensor(top_k, device=device)  # [B]
+    kth = best.gather(-1, (k - 1).clamp(min=0)[:, None])  # [B, 1]
+    kth = torch.where(k[:, None] > 0, kth, torch.full_like(kth, float("-inf")))
+    return scores.masked_fill(scores < kth, float("-inf"))
+
+
+def _draw_by_rejection(probs: torch.Tensor, draws: torch.Tensor, top_p: torch.Tensor,
+                       min_p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, the first of its candidate draws (inverse CDF of `probs` at each uniform in `draws`
+    [B, A]) that is in the kept set: (tokens [B], whether each row found one [B])."""
+    vocab = probs.shape[-1]
+    cdf = probs.double().cumsum(-1)  # [B, V]; float64 so that tiny probabilities keep their width
+    candidates = torch.searchsorted(cdf, draws * cdf[:, -1:], right=True).clamp_(max=vocab - 1)  # [B, A]
+    chances = probs.gather(-1, candidates)  # [B, A]
+    passes_min_p = chances >= min_p[:, None] * probs.max(-1, keepdim=True).values  # [B, A]
+    nucleus = top_p < 1  # [B]: rows whose top-p filters
+    check_top_p = bool(nucleus.any())
+    drawn = torch.zeros_like(nucleus, dtype=torch.int64)
+    settled = torch.zeros_like(nucleus)
+    # Attempts are judged a few at a time in one [B, C, V] pass: one attempt settles a row with
+    # probability >= top_p, so the first chunk settles nearly every row of a batch.
+    for first in range(0, draws.shape[-1], _ATTEMPTS_PER_PASS):
+        chunk = slice(first, first + _ATTEMPTS_PER_PASS)
+        accept = passes_min_p[:, chunk]  # [B, C]
+        if check_top_p:  # the mass of the tokens strictly more likely than each candidate
+            above = torch.where(probs[:, None, :] > chances[:, chunk, None], probs[:, None, :], 0.0).sum(-1)
+            accept = accept & ((above < top_p[:, None]) | ~nucleus[:, None])
+        found = accept.any(-1) & ~settled  # [B]
+        pick = candidates[:, chunk].gather(-1, accept.to(torch.int8).argmax(-1, keepdim=True))[:, 0]  # first accepted
+        drawn = torch.where(found, pick, drawn)
+        settled |= found
+        if bool(settled.all()):
+            break
+    return drawn, settled
+
+
+def _draw_ranked(scores: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor,
+                 draw: torch.Tensor) -> torch.Tensor:
+    """The rows rejection did not settle: rank their likeliest tokens as far as the kept sets reach,
+    then draw by inverse CDF over each kept set (`draw` [B] uniforms) → tokens [B]."""
+    kept, order = _rank_and_keep(scores, top_p, min_p)  # [B, W] each
+    cdf = kept.softmax(-1).double().cumsum(-1)  # [B, W], renormalised over the kept set
+    pick = torch.searchsorted(cdf, (draw * cdf[:, -1])[:, None], right=True).clamp_(max=kept.shape[-1] - 1)
+    return order.gather(-1, pick)[:, 0]
 
 
 def _penalize(scores: torch.Tensor, params: Sequence[SamplingParams],
@@ -104,82 +164,54 @@ def _penalize(scores: torch.Tensor, params: Sequence[SamplingParams],
             cols.extend(history)
     if not rows:
         return scores
+    # Only the seen entries change: gather them, penalise, scatter back (repeats write one value).
     device = scores.device
-    seen = torch.zeros(scores.shape, dtype=torch.bool, device=device)  # [B, V]
-    seen[torch.tensor(rows, device=device), torch.tensor(cols, device=device)] = True
-    penalty = torch.tensor([p.repetition_penalty for p in params], device=device)[:, None]  # [B, 1]
-    return torch.where(seen, torch.where(scores > 0, scores / penalty, scores * penalty), scores)
+    index = (torch.tensor(rows, device=device), torch.tensor(cols, device=device))
+    seen = scores[index]
+    penalty = torch.tensor([p.repetition_penalty for p in params], device=device)[index[0]]  # one per entry
+    scores = scores.clone()  # `logits.float()` may be the caller's own tensor
+    scores[index] = torch.where(seen > 0, seen / penalty, seen * penalty)
+    return scores
 
 
-def _rank_and_keep(scores: torch.Tensor,
-                   params: Sequence[SamplingParams]) -> tuple[torch.Tensor, torch.Tensor, int] | None:
-    """Top-k, then top-p of what top-k kept, then min-p, in rank order: (scores with -inf outside the
-    kept set [B, V], token ids [B, V], the most tokens any row keeps); None when nothing filters."""
-    batch, vocab = scores.shape
-    top_k = [p.top_k if 0 < p.top_k < vocab else vocab for p in params]
-    if all(k == vocab for k in top_k) and all(p.top_p >= 1 and p.min_p == 0 for p in params):
-        return None
-    device = scores.device
-    k = torch.tensor(top_k, device=device)[:, None]  # [B, 1]
-    top_p = torch.tensor([p.top_p for p in params], device=device)[:, None]  # [B, 1]
-    min_p = torch.tensor([p.min_p for p in params], device=device)[:, None]  # [B, 1]
-    ranked, order = scores.sort(dim=-1, descending=True, stable=True)  # [B, V] each
-    keep = torch.arange(vocab, device=device)[None, :] < k  # [B, V]
-    probs = ranked.masked_fill(~keep, float("-inf")).softmax(-1)  # [B, V], renormalised over top-k
-    above = probs.cumsum(-1) - probs  # [B, V]: mass of the more likely tokens
-    keep &= (above < top_p) | (top_p >= 1)
-    keep &= probs >= min_p * probs[:, :1]  # the ratio to the best is the same after renormalising
-    keep[:, 0] = True
-    width = int(keep.sum(-1).max())  # kept tokens are a prefix of each row's ranking
-    return ranked.masked_fill(~keep, float("-inf")), order, width
+def _rank_and_keep(scores: torch.Tensor, top_p: torch.Tensor,
+                   min_p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-p then min-p over scores already masked by top-k, in rank order: (scores with -inf outside
+    the kept set [B, W], token ids [B, W]) for a prefix of W ranks that holds every kept token.
 
-
-def _gumbel(params: Sequence[SamplingParams], steps: Sequence[int], tokens: torch.Tensor,
-            generator: torch.Generator | None) -> torch.Tensor:
-    """Gumbel noise for `tokens` ([B or 1, K] token ids): row b, token v is a function of (seed_b, step_b, v)."""
-    device = tokens.device
-    keys = [_row_key(_seed_of(p, generator), step) for p, step in zip(params, steps)]
-    k1 = torch.tensor([a for a, _ in keys], dtype=torch.int64, device=device)[:, None]  # [B, 1]
-    k2 = torch.tensor([b for _, b in keys], dtype=torch.int64, device=device)[:, None]  # [B, 1]
-    bits = _hash32(_hash32(tokens ^ k1) ^ k2)  # [B, K] in [0, 2**32)
-    uniform = ((bits >> 9).float() * 2 + 1) * 2.0**-24  # [B, V], odd multiples of 2**-24: in (0, 1)
-    return -torch.log(-torch.log(uniform))
+    A partial top-W ranking costs a fraction of a full sort of the vocabulary; rows whose kept set
+    may reach past the prefix widen it eightfold, and the full sort is the last resort."""
+    vocab = scores.shape[-1]
+    row_lse = scores.logsumexp(-1, keepdim=True)  # [B, 1]
+    width = min(vocab, _FIRST_WIDTH)
+    while True:
+        if width >= vocab:
+            ranked, order = scores.sort(dim=-1, descending=True, stable=True)  # [B, V] each
+        else:
+            ranked, order = scores.topk(width, dim=-1)  # [B, W] each, most likely first
+        probs = (ranked - row_lse).exp()  # [B, W]
+        before = probs.cumsum(-1) - probs  # [B, W]: mass of the tokens ranked before
+        # Ties count as equals, as in rejection sampling: a token's mass "above" is that of the
+        # tokens strictly more likely, i.e. of the ranks before its run of equal scores.
+        new_run = torch.ones_like(ranked, dtype=torch.bool)  # [B, W]: the rank starts a run of equal scores
+        new_run[:, 1:] = ranked[:, 1:] != ranked[:, :-1]
+        rank = torch.arange(ranked.shape[-1], device=ranked.device)[None, :]
+        run_start = torch.where(new_run, rank, 0).cummax(-1).values  # [B, W]
+        above = before.gather(-1, run_start)  # [B, W]
+        keep = (above < top_p[:, None]) | (top_p[:, None] >= 1)
+        keep &= probs >= min_p[:, None] * probs[:, :1]
+        keep[:, 0] = True
+        unranked_dropped = (
+            (ranked[:, -1] == float("-inf"))  # top-k masked everything past the prefix
+            | ((top_p < 1) & (probs.sum(-1) >= top_p))  # the prefix already holds top_p of the mass
+            | ((min_p > 0) & (probs[:, -1] < min_p * probs[:, 0]))  # its last token already fails min-p
+        )
+        if width >= vocab or bool(unranked_dropped.all()):
+            return ranked.masked_fill(~keep, float("-inf")), order
+        width *= 8
 
 
 def _seed_of(p: SamplingParams, generator: torch.Generator | None) -> int:
     if p.seed is not None:
         return p.seed
     return int(torch.randint(0, 2**62, (), generator=generator))
-
-
-def _row_key(seed: int, step: int) -> tuple[int, int]:
-    if step < 0:
-        raise ValueError(f"a step is a count of generated tokens, found {step}")
-    seed &= 2**64 - 1
-    key = _hash32_int(_hash32_int(seed & _MASK32) ^ (seed >> 32))
-    key = _hash32_int(key ^ (step & _MASK32) ^ _hash32_int(step >> 32))
-    return key, _hash32_int(key ^ _GOLDEN)
-
-
-def _hash32_int(x: int) -> int:
-    """lowbias32 (C. Wellons' hash prospector): a bijection on 32-bit integers."""
-    x &= _MASK32
-    x ^= x >> 16
-    x = (x * 0x7FEB352D) & _MASK32
-    x ^= x >> 15
-    x = (x * 0x846CA68B) & _MASK32
-    return x ^ (x >> 16)
-
-
-def _hash32(x: torch.Tensor) -> torch.Tensor:
-    """`_hash32_int` over an int64 tensor of values in [0, 2**32)."""
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x846CA68B)
-    return x ^ (x >> 16)
-
-
-def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
-    """(x * c) mod 2**32 for x in [0, 2**32), in two 16-bit halves of c so that int64 never overflows."""
-    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & _MASK32

@@ -113,6 +113,44 @@ def test_draws_follow_the_tempered_softmax() -> None:
         assert abs(counts[token] / draws - p) < 4 * math.sqrt(p * (1 - p) / draws) + 1e-3, (token, counts, expected)
 
 
+@pytest.mark.parametrize("path", ["rejection", "ranked"])
+def test_filtered_draws_follow_the_renormalised_kept_set(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of drawing — rejection against the whole distribution, and the ranked fallback a
+    row takes when every attempt is rejected (forced here with no attempts) — sample the kept set
+    with its renormalised probabilities, and never outside it."""
+    from wgc.runtime.engines import sampling
+
+    if path == "ranked":
+        monkeypatch.setattr(sampling, "_ATTEMPTS", 0)
+    logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]])  # [1, 6]
+    draws = 20000
+    params = [SamplingParams(temperature=0.8, top_p=0.7, seed=5)] * draws
+    tokens = sample(logits.expand(draws, 6), params, [[]] * draws, list(range(draws)))
+    probs = torch.softmax(logits[0] / 0.8, -1)
+    kept = sorted(_allowed(logits[0].tolist(), params[0]))
+    assert kept == [0, 1]  # 0.55 + 0.16 reach 0.7
+    expected = {t: float(probs[t] / probs[kept].sum()) for t in kept}
+    counts = Counter(tokens.tolist())
+    assert set(counts) == set(kept)
+    for token, p in expected.items():
+        assert abs(counts[token] / draws - p) < 4 * math.sqrt(p * (1 - p) / draws) + 1e-3, (token, counts, expected)
+
+
+@pytest.mark.parametrize("path", ["rejection", "ranked"])
+def test_tied_tokens_at_the_boundary_are_kept_alike(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thresholds, not ranks: tokens 1 and 2 score the same, so top-k 2 and top-p 0.5 keep both."""
+    from wgc.runtime.engines import sampling
+
+    if path == "ranked":
+        monkeypatch.setattr(sampling, "_ATTEMPTS", 0)
+    logits = torch.tensor([[3.0, 1.0, 1.0, -2.0]])
+    draws = 3000
+    for params in (SamplingParams(top_k=2), SamplingParams(top_p=0.9)):
+        seeded = [replace(params, seed=i) for i in range(draws)]
+        drawn = set(sample(logits.expand(draws, 4), seeded, [[]] * draws, [0] * draws).tolist())
+        assert drawn == {0, 1, 2}, (params, drawn)
+
+
 def test_repetition_penalty_as_in_hugging_face() -> None:
     greedy = SamplingParams(temperature=0.0, repetition_penalty=2.0)
     positive = torch.tensor([[2.0, 1.5, 0.1, -0.5]])  # seen token 0: 2.0 / 2 = 1.0 < 1.5
@@ -160,3 +198,30 @@ def test_cuda_draws_the_same_tokens_as_cpu() -> None:
     cpu = sample(logits, params, histories, steps)
     gpu = sample(logits.cuda(), params, histories, steps)
     assert gpu.device.type == "cuda" and gpu.cpu().tolist() == cpu.tolist()
+
+
+def test_kept_sets_are_exact_however_far_the_ranking_must_reach() -> None:
+    """The ranking stops at the prefix the kept sets need; rows whose sets reach further (a flat row
+    under top_p 0.95, a large top_k, a small min_p) widen it, up to a sort of the whole vocabulary.
+    Every row's kept set must equal the plain reference, whatever its batch-mates force."""
+    from wgc.runtime.engines.sampling import _mask_top_k, _rank_and_keep
+
+    vocab = 4096
+    gen = torch.Generator().manual_seed(7)
+    peaked = torch.randn(4, vocab, generator=gen) * 6
+    flat = torch.randn(4, vocab, generator=gen) * 0.05
+    logits = torch.cat([peaked, flat])  # [8, V]
+    batches = [
+        [SamplingParams(top_p=0.8)] * 4 + [SamplingParams(top_p=0.3)] * 4,  # flat rows keep ~1,200
+        [SamplingParams(top_k=40)] * 8,
+        [SamplingParams(min_p=0.2, temperature=1.0)] * 4 + [SamplingParams(min_p=0.999)] * 4,
+        [SamplingParams(top_p=0.95, top_k=700)] * 4 + [SamplingParams(top_p=0.95)] * 4,  # needs the full sort
+        [SamplingParams(top_k=3)] * 4 + [SamplingParams(top_k=1500, top_p=0.99)] * 4,
+    ]
+    for params in batches:
+        top_p = torch.tensor([p.top_p for p in params])
+        min_p = torch.tensor([p.min_p for p in params])
+        kept_scores, order = _rank_and_keep(_mask_top_k(logits.clone(), params), top_p, min_p)
+        for row, p in enumerate(params):
+            kept = {int(order[row, i]) for i in range(order.shape[1]) if kept_scores[row, i] > float("-inf")}
+            assert kept == _allowed(logits[row].tolist(), p), (row, p)
