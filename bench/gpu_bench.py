@@ -1,8 +1,9 @@
 """GPU benchmarks (run by bench/gpu_check.sh on a machine with CUDA; exits 0 with a note without it).
 
-1. Decode step time, eager vs CUDA graph, at batch 1/8/32, for the tiny Llama preset and a
-   ~1B-parameter Llama shape on random weights. The step reads a static KV cache of a fixed
-   context (the shape a captured graph needs) through the shared layers.
+1. Decode step time, eager vs CUDA graph, at batch 1/8/32, for the Orpheus LM component with the
+   tiny preset and with a ~1B Llama shape on random weights: the graphs are captured by the code
+   the workers run at start-up (runtime/worker/startup.py), and both columns time the component's
+   own forward over its paged KV cache (prompts of 512 tokens), as the server runs a decode step.
 2. FlashInfer vs the torch attention path on a paged decode batch (when flashinfer is installed).
 3. BAGEL's guidance step: the fused Triton kernel vs the torch reference.
 Absolute times are only meaningful on the GPU; every row shows its baseline beside it.
@@ -18,9 +19,6 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-ONE_B = dict(vocab=32000, hidden=2048, layers=16, heads=16, kv_heads=8, head_dim=128, intermediate=5632)
-
 
 def timed(fn: Callable[[], object], iters: int = 50) -> float:
     """Median milliseconds per call, with CUDA events."""
@@ -39,55 +37,52 @@ def timed(fn: Callable[[], object], iters: int = 50) -> float:
     return samples[len(samples) // 2]
 
 
-def static_decode(model, context: int):
-    """One decode step over a static [B, context] KV cache: the model's own weights, dense SDPA."""
-    c = model.config
-
-    def step(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        tokens, kcache, vcache = inputs["tokens"], inputs["k"], inputs["v"]  # [B], [L, B, ctx, kvh, d] x2
-        x = model.embed_tokens(tokens)  # [B, hidden]
-        positions = torch.full_like(tokens, context)
-        cos, sin = model.rotary(positions, x.dtype)  # [B, d]
-        from wgc.models.layers.rope import apply_rotary
-
-        for i, layer in enumerate(model.layers):
-            a = layer.self_attn
-            h = layer.input_layernorm(x)
-            q = apply_rotary(a.q_proj(h).unflatten(-1, (c.heads, c.head_dim)), cos, sin)  # [B, heads, d]
-            k = kcache[i].transpose(1, 2)  # [B, kvh, ctx, d]
-            v = vcache[i].transpose(1, 2)
-            out = torch.nn.functional.scaled_dot_product_attention(
-                q.unsqueeze(2), k, v, enable_gqa=True).squeeze(2)  # [B, heads, d]
-            x = x + a.o_proj(out.flatten(-2))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
-        return model.lm_head(model.norm(x))  # [B, vocab]
-
-    def make_inputs(batch: int) -> dict[str, torch.Tensor]:
-        shape = (c.layers, batch, context, c.kv_heads, c.head_dim)
-        return {"tokens": torch.zeros(batch, dtype=torch.long, device="cuda"),
-                "k": torch.randn(shape, device="cuda", dtype=torch.bfloat16),
-                "v": torch.randn(shape, device="cuda", dtype=torch.bfloat16)}
-
-    return step, make_inputs
-
-
-def decode_rows() -> list[tuple[str, float, float]]:
+def decode_model(name: str):
+    """The Orpheus LM component on CUDA: the tiny preset, or Llama-3.2-1B's shape with Orpheus's
+    vocabulary (~1.3B parameters, bf16, random weights)."""
     from wgc.models.layers.config import LlamaConfig
-    from wgc.models.layers.llama import LlamaModel
-    from wgc.runtime.engines.cuda_graphs import GraphRunner
+    from wgc.models.orpheus import LanguageModel, OrpheusConfig
+
+    from wgc.plan.model import ComponentSpec
+
+    spec = ComponentSpec("llm", "wgc.models.orpheus.LanguageModel", "kv", [], {}, [], {"dtype": "bf16"}, [0], 1,
+                         {"page_size": 16, "max_batch": 32, "kv_memory": 2 << 30})
+    if name == "tiny":
+        return LanguageModel(spec, 0, "cuda", preset="tiny")
+    one_b = LlamaConfig(vocab=156940, hidden=2048, layers=16, heads=32, kv_heads=8, head_dim=64, intermediate=8192,
+                        tie_embeddings=True)
+    return LanguageModel(spec, 0, "cuda", config=OrpheusConfig("~1b", one_b))
+
+
+def decode_rows(context: int = 512) -> list[tuple[str, float, float]]:
+    """The decode step as the server runs it: graphs captured by the workers' start-up code
+    (runtime/worker/startup.py's capture_one for a CaptureSpec of buckets 1/8/32), then the LM's own
+    forward, eager (FlashInfer when installed and the model is bf16, else torch) vs graph replay."""
+    from wgc.runtime.worker.startup import capture_one
+
+    from wgc.plan.model import CaptureSpec
 
     rows = []
-    for name, config in (("tiny", LlamaConfig.preset("tiny")), ("~1B", LlamaConfig(**ONE_B))):
-        model = LlamaModel(config).to("cuda", torch.bfloat16).eval()
-        step, make_inputs = static_decode(model, context=512)
-        runner = GraphRunner(step, make_inputs, [1, 8, 32])
-        with torch.no_grad():
-            runner.capture()
-            for batch in (1, 8, 32):
-                inputs = make_inputs(batch)
-                eager = timed(lambda f=step, x=inputs: f(x))
-                graph = timed(lambda r=runner, x=inputs, n=batch: r.run(x, n))
-                rows.append((f"decode step {name} batch {batch}: eager vs CUDA graph (ms)", eager, graph))
+    for name in ("tiny", "~1B"):
+        lm = decode_model(name)
+        entry = capture_one(lm, CaptureSpec(0, 0, "llm", "decode", "decode", [1, 8, 32]), print)
+        if not entry.report.captured:
+            rows.append((f"decode step {name}: {entry.report.summary()}", 0.0, 0.0))
+            continue
+        first = 0
+        for batch in (1, 8, 32):
+            requests = range(first, first + batch)
+            first += batch
+            lm.forward([(r, "", [(r * 7 + i) % 1000 for i in range(context)]) for r in requests])  # the prompts
+            items = [(r, "", [1]) for r in requests]  # every timed call appends one token per sequence
+            eager = timed(lambda lm=lm, items=items: lm.forward(items))
+            replays = lm.graphs.replays
+            graph = timed(lambda lm=lm, items=items: lm.forward(items, graphs=True))
+            assert lm.graphs.replays > replays, "the graph path did not replay"
+            rows.append((f"decode step {name} batch {batch}, context {context}: eager vs CUDA graph (ms)", eager, graph))
+            for r in requests:
+                lm.release(r)
+        del lm
         torch.cuda.empty_cache()
     return rows
 

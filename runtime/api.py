@@ -6,26 +6,33 @@
     async for event in handle.events():                        # OutputEvent..., then Done/Error/Cancelled
         ...
     await handle.cancel()                                      # returns once every rank has freed it
-    report = await runtime.health()                            # each rank: up/down, its counters
+    report = await runtime.health()                            # each rank: up/down, counters, CUDA graphs
     await runtime.close()                                      # no worker process left
 
 Everything runs on the caller's asyncio event loop (see process/coordinator.py for why).
+
+Start-up: each worker loads its components, captures the CUDA graphs the plan lists for its rank
+(runtime/worker/startup.py), sending one Progress line per step, then its Ready; `start` returns
+once every rank is ready (`ready_at`). The lines are kept in `startup_log` (and passed to
+`on_progress`), each rank's capture results in `captures` and in every health report.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wgc.runtime.coordinator.core import Event
 from wgc.runtime.coordinator.request import RequestError, RequestSpec
-from wgc.runtime.messages import Data, Part
+from wgc.runtime.engines.capture_report import EntryCapture
+from wgc.runtime.messages import Data, Part, Progress, Ready
 from wgc.runtime.process.coordinator import Coordinator
 from wgc.runtime.process.endpoints import Endpoints, make_run_directory
 from wgc.runtime.process.errors import RankDownError, StartError
@@ -37,10 +44,12 @@ from wgc.plan.file import encode_plan, load_plan
 from wgc.plan.model import Plan
 
 __all__ = [
-    "CancelResult", "CancelledEvent", "DoneEvent", "ErrorEvent", "HealthReport", "OutputEvent", "RankDownError",
-    "RankHealth", "RequestError", "RequestEvent", "RequestFailed", "RequestHandle", "Runtime", "StartError",
-    "request_spec",
+    "CancelResult", "CancelledEvent", "DoneEvent", "EntryCapture", "ErrorEvent", "HealthReport", "OutputEvent",
+    "RankDownError", "RankHealth", "RequestError", "RequestEvent", "RequestFailed", "RequestHandle", "Runtime",
+    "StartError", "StartupLine", "request_spec",
 ]
+
+log = logging.getLogger("wgc.runtime")
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,7 @@ class RankHealth:
     state: str  # "up", "down" (its process is gone), "unresponsive" (no answer in time)
     reason: str  # why it is down
     counters: dict[str, int]  # the executor's counters: instances, mailbox, stream_ends, component.* ...
+    captures: tuple[EntryCapture, ...] = ()  # its CUDA graphs, per CaptureSpec: captured, failed, or eager and why
 
     @property
     def alive(self) -> bool:
@@ -63,30 +73,43 @@ class HealthReport:
     requests_in_flight: int
 
 
+@dataclass(frozen=True)
+class StartupLine:
+    t: float  # time.time() when the coordinator received it
+    rank: int
+    line: str
+
+
 class Runtime:
     """A plan served by a coordinator (this process, on the event loop) and one worker process per rank."""
 
-    def __init__(self, plan: Plan, plan_path: str, run_dir: str, fake: bool) -> None:
+    def __init__(self, plan: Plan, plan_path: str, run_dir: str, fake: bool,
+                 on_progress: Callable[[str], None] | None = None) -> None:
         self.plan = plan
         self.fake = fake
         self._run_dir = run_dir
         self._handles: dict[int, RequestHandle] = {}
         self._closed = False
+        self._on_line = on_progress
+        self.startup_log: list[StartupLine] = []  # every rank's start-up lines, as they came
+        self.captures: dict[int, tuple[EntryCapture, ...]] = {}  # rank → its CUDA graphs, from its Ready
+        self.ready_at: float | None = None  # time.time() once every rank reported ready
         endpoints = Endpoints.in_directory(run_dir, len(plan.ranks))
-        self._coordinator = Coordinator(plan, endpoints, fake, self._on_event, self._on_ready)
+        self._coordinator = Coordinator(plan, endpoints, fake, self._on_event, self._on_ready, self._on_progress)
         self._supervisor = Supervisor(plan_path, endpoints, run_dir, fake, self._coordinator.rank_down)
 
     @classmethod
-    async def start(cls, plan: str | os.PathLike[str] | Plan, fake: bool = False,
-                    ready_timeout: float = 60.0) -> Runtime:
-        """Load the plan (PlanFileError for a bad file), start every rank, wait until all are ready
-        (StartError naming the rank otherwise)."""
+    async def start(cls, plan: str | os.PathLike[str] | Plan, fake: bool = False, ready_timeout: float = 60.0,
+                    on_progress: Callable[[str], None] | None = None) -> Runtime:
+        """Load the plan (PlanFileError for a bad file), start every rank, wait until all are ready:
+        components loaded and CUDA graphs captured (StartError naming the rank otherwise).
+        `on_progress` gets each start-up line of every rank as it comes."""
         run_dir = make_run_directory()
         try:
             loaded = plan if isinstance(plan, Plan) else load_plan(plan)[1]
             plan_path = Path(run_dir) / "plan.bin"  # every process runs exactly these bytes
             plan_path.write_bytes(encode_plan(loaded, "", ""))
-            runtime = cls(loaded, str(plan_path), run_dir, fake)
+            runtime = cls(loaded, str(plan_path), run_dir, fake, on_progress)
         except BaseException:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise
@@ -94,6 +117,7 @@ class Runtime:
             runtime._coordinator.start()
             runtime._supervisor.start()
             await runtime._supervisor.wait_ready(ready_timeout)
+            runtime.ready_at = time.time()
         except BaseException:
             await runtime.close()
             raise
@@ -147,13 +171,21 @@ class Runtime:
         if handle.final is not None:
             del self._handles[e.request]
 
-    def _on_ready(self, rank: int) -> None:
-        self._supervisor.mark_ready(rank)
+    def _on_ready(self, msg: Ready) -> None:
+        self.captures[msg.rank] = tuple(msg.captures)
+        self._supervisor.mark_ready(msg.rank)
+
+    def _on_progress(self, msg: Progress) -> None:
+        self.startup_log.append(StartupLine(time.time(), msg.rank, msg.line))
+        log.debug("%s", msg.line)  # the worker itself writes the line to its stderr
+        if self._on_line is not None:
+            self._on_line(msg.line)
 
     # ---- health and shutdown ---------------------------------------------------------------
 
     async def health(self, timeout: float = 5.0) -> HealthReport:
-        """Every rank: up (with its counters), down (and why), or unresponsive within `timeout`."""
+        """Every rank: up (with its counters), down (and why), or unresponsive within `timeout`; and
+        each rank's CUDA graphs as its start-up captured them."""
         if self._closed:
             raise RuntimeError("the runtime is closed")
         loop = asyncio.get_running_loop()
@@ -167,13 +199,14 @@ class Runtime:
         for rp in self._supervisor.ranks:
             fut = answers.get(rp.rank)
             counters = fut.result() if fut is not None and fut.done() else None
+            graphs = self.captures.get(rp.rank, ())
             if rp.rank in self._coordinator.down or (fut is not None and fut.done() and counters is None):
                 why = self._coordinator.down.get(rp.rank, rp.down)
-                ranks.append(RankHealth(rp.rank, rp.pid, "down", why, {}))
+                ranks.append(RankHealth(rp.rank, rp.pid, "down", why, {}, graphs))
             elif counters is None:
-                ranks.append(RankHealth(rp.rank, rp.pid, "unresponsive", "", {}))
+                ranks.append(RankHealth(rp.rank, rp.pid, "unresponsive", "", {}, graphs))
             else:
-                ranks.append(RankHealth(rp.rank, rp.pid, "up", "", dict(counters)))
+                ranks.append(RankHealth(rp.rank, rp.pid, "up", "", dict(counters), graphs))
         return HealthReport(all(r.state == "up" for r in ranks), tuple(ranks), len(self._coordinator.core.live))
 
     async def close(self, grace: float = 5.0) -> None:

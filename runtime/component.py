@@ -6,12 +6,18 @@ across the lanes of a fused parallel block) and returns one result per call,
 in order. Per-request state (KV pages per cache label) is the component's to
 keep; the runtime tells it when a label forks, moves between ranks, or when a
 request ends.
+
+Start-up (runtime/worker/startup.py): the rank constructs each component (loading its weights),
+then calls `capture` once per CaptureSpec of the plan on that rank, and only then reports ready.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any, NamedTuple
+
+from wgc.runtime.engines.capture_report import CaptureReport
 
 from wgc.plan.model import ComponentSpec
 
@@ -51,6 +57,19 @@ class Component:
 
     def default_label(self) -> str:
         return self.spec.labels[0] if self.spec.labels else "default"
+
+    def describe(self) -> str:
+        """What was loaded, for the start-up log (`tiny preset, random weights`, a weights directory)."""
+        return ""
+
+    # ---- start-up: CUDA graphs ---------------------------------------------------------------
+
+    def capture(self, entry: str, walk: str, buckets: list[int], progress: Callable[[str], None]) -> CaptureReport:
+        """Capture CUDA graphs of `entry` (as `walk` runs it) for these batch buckets, largest first,
+        before the rank reports ready; `progress` takes one line per step. A bucket that fails is
+        reported, not raised. The default: the entry runs eagerly."""
+        where = "not on CUDA" if not self.device.startswith("cuda") else f"{type(self).__name__} captures no graphs"
+        return CaptureReport.eager_only(f"{where}: {self.spec.name}.{entry} runs eagerly")
 
     # ---- per-request state: kv components override these ---------------------------
 

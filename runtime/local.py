@@ -3,10 +3,17 @@
 Used by tests (deterministic, fast) and by the benchmarks as the baseline
 without sockets. Every message still goes through the wire codec, so what
 works here is encodable for the real transport.
+
+Start-up is a worker's (runtime/worker/startup.py): each rank loads its components, then captures
+the CUDA graphs the plan lists for it; the cluster is ready (`ready_at`) when its constructor
+returns. The start-up lines are in `startup_log` (and the `wgc.runtime.startup` logger), each
+rank's capture results in `captures`.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -15,13 +22,16 @@ from wgc.runtime.codec import Codec
 from wgc.runtime.component import Component
 from wgc.runtime.coordinator.core import CoordinatorCore, Event
 from wgc.runtime.coordinator.request import RequestSpec
+from wgc.runtime.engines.capture_report import EntryCapture
 from wgc.runtime.fake import FakeComponent
 from wgc.runtime.messages import Message
 from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
+from wgc.runtime.worker.startup import start_rank
 
 from wgc.plan.model import ComponentSpec, Plan
 
 Factory = Callable[[ComponentSpec, int], Component]
+log = logging.getLogger("wgc.runtime.startup")
 
 
 def fake_factory(spec: ComponentSpec, rank: int) -> Component:
@@ -36,10 +46,19 @@ class LocalCluster:
         self.wire: deque[tuple[int, Message]] = deque()
         self.coordinator = CoordinatorCore(plan, self._send, fake_inputs)
         self.executors: list[Executor] = []
+        self.startup_log: list[tuple[float, int, str]] = []  # (time.time(), rank, line)
+        self.captures: dict[int, list[EntryCapture]] = {}
         for rank in plan.ranks:
-            comps = {c.name: factory(c, rank.rank) for c in plan.components if rank.rank in c.ranks}
-            self.executors.append(Executor(plan, rank.rank, comps, self._send, Options(fake_inputs=fake_inputs)))
+            r = rank.rank
+            started = start_rank(plan, r, lambda spec, r=r: factory(spec, r), lambda line, r=r: self._progress(r, line))
+            self.captures[r] = started.captures
+            self.executors.append(Executor(plan, r, started.components, self._send, Options(fake_inputs=fake_inputs)))
+        self.ready_at = time.time()
         self.delivered = 0
+
+    def _progress(self, rank: int, line: str) -> None:
+        self.startup_log.append((time.time(), rank, line))
+        log.info("%s", line)
 
     def _send(self, destination: int, msg: Message) -> None:
         if self.codec is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from msgspec import Struct
+from wgc.runtime.engines.capture_report import EntryCapture
 
 
 class Part(Struct, frozen=True):
@@ -148,12 +149,22 @@ class Health(Struct, tag="health", frozen=True):
     counters: dict[str, int]
 
 
+class Progress(Struct, tag="progress", frozen=True):
+    """One start-up line of a rank (loading, capturing CUDA graphs), sent before its Ready."""
+
+    rank: int
+    line: str
+
+
 class Ready(Struct, tag="ready", frozen=True):
+    """The rank has loaded its components and captured its CUDA graphs: it serves from now on."""
+
     rank: int
     pid: int
+    captures: list[EntryCapture] = []  # one per CaptureSpec of the plan on this rank
 
 
 ToWorker = (RequestInit | StartWalk | Data | KvData | StreamItems | StreamCredit | ProducerDone | Cancel | Shutdown
             | HealthQuery)
-ToCoordinator = Output | FlowDone | StreamDone | Failed | CancelAck | Health | Ready
+ToCoordinator = Output | FlowDone | StreamDone | Failed | CancelAck | Health | Progress | Ready
 Message = ToWorker | ToCoordinator

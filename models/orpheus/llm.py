@@ -170,8 +170,9 @@ class LanguageModel(Component):
         max_pages = -(-min(c.max_positions, graph_context) // self.page_size)
         step = DecodeStep(self.model, self.storage, self.page_size, num_pages * self.page_size)
         self.graphs = DecodeGraphs(step, max_pages, self.torch_device)
+        # FlashInfer's kernels take fp16/bf16: a float32 model (the tiny preset) keeps the torch path
         self.backend = attention_backend(self.torch_device, c.heads, c.kv_heads, c.head_dim, self.page_size,
-                                         self.dtype)
+                                         self.dtype, prefer_flashinfer=self.dtype != torch.float32)
         self.seqs: dict[tuple[int, str], _Seq] = {}
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
         self.where = where = f"{num_pages} KV pages of {self.page_size} tokens on {device}"

@@ -31,12 +31,13 @@ def model(service: Service, model_id: str) -> Response:
 
 async def health(service: Service) -> Response:
     """200 while every rank's process is alive (a rank busy past the probe's timeout is `unresponsive`
-    but alive); 503 naming the first rank that is down."""
+    but alive); 503 naming the first rank that is down. Each rank lists its CUDA graphs: per captured
+    entry, the buckets captured, those that failed and why, or why it runs eagerly."""
     runtime = service.live()
     report = await runtime.health(timeout=HEALTH_TIMEOUT)
     service.metrics.ranks.report = report
-    ranks = [{"rank": r.rank, "pid": r.pid, "state": r.state, "reason": r.reason, "counters": r.counters}
-             for r in report.ranks]
+    ranks = [{"rank": r.rank, "pid": r.pid, "state": r.state, "reason": r.reason, "counters": r.counters,
+              "captures": [c.as_dict() for c in r.captures]} for r in report.ranks]
     if not all(r.alive for r in report.ranks):
         bad = next(r for r in report.ranks if not r.alive)
         why = f"rank {bad.rank} is {bad.state}" + (f": {bad.reason}" if bad.reason else "")

@@ -145,12 +145,25 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
+class CaptureStatus(BaseModel):
+    component: str
+    entry: str
+    walk: str
+    state: Literal["captured", "partial", "eager"] = Field(description="partial: some buckets failed to capture")
+    buckets: list[int] = Field(description="the plan's CUDA-graph batch buckets for this entry")
+    captured: list[int] = Field(description="buckets whose graph replays, largest first")
+    failed: dict[str, str] = Field(description="bucket → why its capture failed")
+    eager: str = Field(description="why the entry runs eagerly; empty when a bucket is captured")
+    seconds: float = Field(description="how long the capture took at start-up")
+
+
 class RankStatus(BaseModel):
     rank: int
     pid: int
     state: Literal["up", "down", "unresponsive"]
     reason: str
     counters: dict[str, int]
+    captures: list[CaptureStatus] = Field(default=[], description="the rank's CUDA graphs, captured at start-up")
 
 
 class HealthStatus(BaseModel):

@@ -26,7 +26,17 @@ import zmq
 import zmq.asyncio
 from wgc.runtime.codec import Codec
 from wgc.runtime.coordinator.core import CoordinatorCore, Event
-from wgc.runtime.messages import CancelAck, FlowDone, Health, HealthQuery, Message, Ready, Shutdown, StreamDone
+from wgc.runtime.messages import (
+    CancelAck,
+    FlowDone,
+    Health,
+    HealthQuery,
+    Message,
+    Progress,
+    Ready,
+    Shutdown,
+    StreamDone,
+)
 from wgc.runtime.process import wire
 from wgc.runtime.process.endpoints import Endpoints
 from wgc.runtime.process.probes import Probes
@@ -45,10 +55,11 @@ class AckWait:
 
 class Coordinator:
     def __init__(self, plan: Plan, endpoints: Endpoints, fake: bool, on_event: Callable[[Event], None],
-                 on_ready: Callable[[int], None]) -> None:
+                 on_ready: Callable[[Ready], None], on_progress: Callable[[Progress], None] | None = None) -> None:
         self.n_ranks = len(plan.ranks)
         self.on_event = on_event
-        self.on_ready = on_ready
+        self.on_ready = on_ready  # the rank's Ready: loaded, CUDA graphs captured (its captures inside)
+        self.on_progress = on_progress  # a rank's start-up lines, before its Ready
         self.codec = Codec()
         self.ctx = zmq.asyncio.Context()
         self.inbox = wire.pull_socket(self.ctx, endpoints.coordinator)
@@ -86,7 +97,10 @@ class Coordinator:
 
     def route(self, msg: Message) -> None:
         if isinstance(msg, Ready):
-            self.on_ready(msg.rank)
+            self.on_ready(msg)
+        elif isinstance(msg, Progress):
+            if self.on_progress is not None:
+                self.on_progress(msg)
         elif isinstance(msg, Health):
             self.probes.answer(msg)
         elif isinstance(msg, CancelAck):

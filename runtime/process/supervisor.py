@@ -1,4 +1,5 @@
-"""Starts one worker process per rank, waits until each reports ready, watches them, stops them.
+"""Starts one worker process per rank, waits until each reports ready (components loaded, CUDA graphs
+captured: runtime/worker/startup.py), watches them, stops them.
 
 Workers are plain subprocesses (`python -m wgc.runtime.process.worker_main`)
 with string arguments: nothing is pickled. Each one's standard input is a pipe

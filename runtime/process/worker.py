@@ -1,5 +1,10 @@
 """One rank as a process: its executor behind a PULL socket, PUSH sockets to every peer.
 
+Start-up (runtime/worker/startup.py): the sockets first, so that every start-up line (loading a
+component, capturing a CUDA graph) reaches the coordinator as a Progress message as it happens (and
+this process's stderr through the `wgc.runtime.startup` logger); then Ready, carrying the capture
+results, once everything is loaded and captured.
+
 The loop: wait for messages (or for the parent to go away), take every message
 already waiting, then let the executor run. Taking all waiting messages
 before running batches requests that arrive together (continuous batching).
@@ -7,6 +12,7 @@ before running batches requests that arrive together (continuous batching).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import deque
 
@@ -14,29 +20,31 @@ import zmq
 from wgc.runtime.codec import Codec
 from wgc.runtime.component import Component, load_class
 from wgc.runtime.fake import FakeComponent
-from wgc.runtime.messages import Message, Ready, Shutdown
+from wgc.runtime.messages import Message, Progress, Ready, Shutdown
 from wgc.runtime.process import wire
 from wgc.runtime.process.endpoints import Endpoints
 from wgc.runtime.process.gate import InitGate
 from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
+from wgc.runtime.worker.startup import Make, start_rank
 
-from wgc.plan.model import Plan
+from wgc.plan.model import ComponentSpec, Plan
 
 _BATCH = 512  # messages taken per round at most, so a flood of messages cannot starve the executor
+log = logging.getLogger("wgc.runtime.startup")
 
 
-def build_components(plan: Plan, rank: int, fake: bool) -> dict[str, Component]:
-    """The components placed on `rank`: fakes (no weights), or the real classes.
+def component_maker(plan: Plan, rank: int, fake: bool) -> Make:
+    """How this rank constructs a component: a fake (no weights), or the real class.
 
     A real class loads its weights from where its model family says (a WGC_..._DIR knob) and,
     with none given, runs its tiny preset on random weights and logs that in one line.
     """
     device = plan.ranks[rank].device
-    out: dict[str, Component] = {}
-    for spec in plan.components:
-        if rank in spec.ranks:
-            out[spec.name] = FakeComponent(spec, rank, device) if fake else load_class(spec.cls)(spec, rank, device)
-    return out
+
+    def make(spec: ComponentSpec) -> Component:
+        return FakeComponent(spec, rank, device) if fake else load_class(spec.cls)(spec, rank, device)
+
+    return make
 
 
 class Worker:
@@ -45,13 +53,22 @@ class Worker:
         self.parent_fd = parent_fd  # a pipe from the parent: end of file means the parent is gone
         self.codec = Codec()
         self.local: deque[Message] = deque()  # messages to this rank itself
-        components = build_components(plan, rank, fake)
-        self.executor = Executor(plan, rank, components, self.send, Options(fake_inputs=fake))
-        self.gate = InitGate(self.executor)
         self.ctx = zmq.Context()
-        self.inbox = wire.pull_socket(self.ctx, endpoints.ranks[rank])
-        self.outboxes = {r: wire.push_socket(self.ctx, ep) for r, ep in enumerate(endpoints.ranks) if r != rank}
-        self.outboxes[COORDINATOR] = wire.push_socket(self.ctx, endpoints.coordinator)
+        try:
+            self.inbox = wire.pull_socket(self.ctx, endpoints.ranks[rank])
+            self.outboxes = {r: wire.push_socket(self.ctx, ep) for r, ep in enumerate(endpoints.ranks) if r != rank}
+            self.outboxes[COORDINATOR] = wire.push_socket(self.ctx, endpoints.coordinator)
+            started = start_rank(plan, rank, component_maker(plan, rank, fake), self.progress)
+        except BaseException:
+            self.ctx.destroy(linger=0)
+            raise
+        self.captures = started.captures
+        self.executor = Executor(plan, rank, started.components, self.send, Options(fake_inputs=fake))
+        self.gate = InitGate(self.executor)
+
+    def progress(self, line: str) -> None:
+        log.info("%s", line)
+        self.send(COORDINATOR, Progress(self.rank, line))
 
     def send(self, destination: int, msg: Message) -> None:
         if destination == self.rank:
@@ -60,8 +77,9 @@ class Worker:
             wire.send(self.outboxes[destination], self.codec, msg)
 
     def serve(self) -> str:
-        """Run until Shutdown or until the parent goes away; returns which."""
-        self.send(COORDINATOR, Ready(self.rank, os.getpid()))
+        """Report ready (everything loaded and captured), then run until Shutdown or until the parent
+        goes away; returns which."""
+        self.send(COORDINATOR, Ready(self.rank, os.getpid(), self.captures))
         poller = zmq.Poller()
         poller.register(self.inbox, zmq.POLLIN)
         poller.register(self.parent_fd, zmq.POLLIN)

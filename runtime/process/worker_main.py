@@ -7,6 +7,9 @@ outlives its runtime. SIGINT is ignored (the terminal sends it to the whole
 process group; the parent shuts the workers down in order); SIGTERM and
 SIGKILL end the worker at once.
 
+Start-up lines (each component loaded, each CUDA graph captured; runtime/worker/startup.py) go to
+this process's stderr, which is the runtime's own, and to the coordinator.
+
 Exit status: 0 after Shutdown or the parent's end, 3 when the rank cannot
 start (plan, components, sockets), 1 on an internal error. The reason is also
 written as one line to `--error-file`, for the supervisor to report.
@@ -15,6 +18,7 @@ written as one line to `--error-file`, for the supervisor to report.
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import traceback
@@ -44,9 +48,19 @@ def _report(path: str, line: str) -> None:
         pass
 
 
+def _log_to_stderr() -> None:
+    """wgc's INFO lines (start-up progress, what a component loaded) on stderr, one per line."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("wgc")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _log_to_stderr()
     from wgc.runtime.process.worker import Worker
 
     from wgc.plan.file import PlanFileError, load_plan

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from wgc.runtime.component import Call, Component
+from wgc.runtime.engines.capture_report import CaptureReport
 
 
 class Recording(Component):
@@ -83,3 +86,35 @@ class Mixer(Recording):
 
     def frame(self, calls: list[Call]) -> list[Any]:
         return [(c.args[0] if c.args[0] is not None else -1) * 10 for c in calls]
+
+
+CAPTURE_SECONDS = 0.3
+
+
+class Capturing(Counter):
+    """A Counter whose CUDA-graph capture takes CAPTURE_SECONDS and "captures" every bucket it is given.
+
+    Each call is recorded (entry, walk, buckets, start, end: time.time()), and its last progress line
+    says when it ended, so a test in another process can compare that with the moment of readiness.
+    """
+
+    def __init__(self, spec, rank, device) -> None:
+        super().__init__(spec, rank, device)
+        self.captured: list[tuple[str, str, list[int], float, float]] = []
+
+    def capture(self, entry: str, walk: str, buckets: list[int], progress: Callable[[str], None]) -> CaptureReport:
+        start = time.time()
+        time.sleep(CAPTURE_SECONDS)
+        for bucket in buckets:
+            progress(f"captured bucket {bucket}")
+        end = time.time()
+        self.captured.append((entry, walk, list(buckets), start, end))
+        progress(f"toy capture of {entry} for walk {walk} with buckets {buckets} ended at {end:.6f}")
+        return CaptureReport(captured=list(buckets))
+
+
+class ExplodingCapture(Mixer):
+    """A Mixer whose capture raises: the rank must report it and serve the entry eagerly."""
+
+    def capture(self, entry: str, walk: str, buckets: list[int], progress: Callable[[str], None]) -> CaptureReport:
+        raise ValueError(f"toy capture of {entry} exploded\nwith a second line")
