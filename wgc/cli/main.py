@@ -10,6 +10,7 @@ from wgc.cli.compile_cmd import compile
 from wgc.cli.fmt_cmd import fmt
 from wgc.cli.graph_cmd import graph
 from wgc.cli.inspect_cmd import inspect
+from wgc.cli.lsp_cmd import lsp
 from wgc.cli.run_cmd import run
 
 
@@ -25,6 +26,7 @@ cli.add_command(compile)
 cli.add_command(inspect)
 cli.add_command(run)
 cli.add_command(graph)
+cli.add_command(lsp)
 
 
 def main() -> None:

@@ -1,0 +1,171 @@
+"""The symbol index, hover text and document outline, computed directly (no server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from wgc.lsp.document import Analysis, analyse
+from wgc.lsp.hover import hover_text
+from wgc.lsp.index import Occurrence
+from wgc.lsp.positions import LineTable
+from wgc.lsp.symbols import document_symbols
+
+ROOT = Path(__file__).resolve().parents[2]
+BAGEL = (ROOT / "models" / "bagel.walk").read_text()
+ORPHEUS = (ROOT / "models" / "orpheus.walk").read_text()
+
+
+def line_of(text: str, needle: str) -> int:
+    """1-based number of the first line containing `needle`."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def at(a: Analysis, needle: str, word: str, nth: int = 0) -> Occurrence:
+    """The occurrence under `word` on the `nth` line (0-based) that contains `needle`."""
+    lines = [i for i, line in enumerate(a.text.splitlines(), 1) if needle in line]
+    line = lines[nth]
+    column = a.text.splitlines()[line - 1].index(word) + 1
+    occ = a.index.at(line, column)
+    assert occ is not None, (needle, word)
+    return occ
+
+
+@pytest.fixture(scope="module")
+def bagel() -> Analysis:
+    a = analyse(BAGEL, "bagel.walk")
+    assert not a.diagnostics
+    return a
+
+
+def test_component_use_resolves_to_its_declaration(bagel: Analysis) -> None:
+    occ = at(bagel, "x = vit.encode(img)", "vit")
+    assert occ.key == ("component", "vit") and not occ.definition
+    [decl] = bagel.index.definitions(occ.key)
+    assert decl.span.line == line_of(BAGEL, "component vit:")
+    assert decl.span.column == len("component ") + 1
+
+
+def test_walk_references_are_every_flow_use(bagel: Analysis) -> None:
+    refs = bagel.index.references(("walk", "image_gen"))
+    assert [r.span.line for r in refs] == [
+        line_of(BAGEL, "walk image_gen()"),
+        line_of(BAGEL, "prompt -> image_gen"),
+        line_of(BAGEL, "decode -> image_gen"),
+        line_of(BAGEL, "image_gen -> done"),
+    ]
+    assert [r.definition for r in refs] == [True, False, False, False]
+
+
+def test_param_references_include_loop_bound_and_arguments(bagel: Analysis) -> None:
+    refs = bagel.index.references(("param", "steps"), include_declaration=False)
+    loop = line_of(BAGEL, "loop steps - 1")
+    assert [r.span.line for r in refs] == [loop, loop + 1, loop + 2]
+
+
+def test_labels_entries_and_consts_are_located_exactly(bagel: Analysis) -> None:
+    fork = at(bagel, "fork cfg_text from main", "main")
+    assert fork.key == ("label", "main")
+    cache = at(bagel, "llm.prefill_text(prompt, cache=main)", "main")
+    assert cache.key == ("label", "main")
+    entry = at(bagel, "tok = llm.decode(", "decode")
+    assert entry.key == ("entry", "llm", "decode")
+    const = at(bagel, "loop until tok == llm.eos", "eos")
+    assert const.key == ("const", "llm", "eos")
+    assert bagel.index.definitions(const.key)[0].span.line == line_of(BAGEL, "const eos:")
+
+
+def test_a_walk_value_is_local_to_its_walk(bagel: Analysis) -> None:
+    # `x` is assigned in prefill_vit and in prefill_vae: two symbols.
+    vit = at(bagel, "llm.prefill_vit(x, cache=main)", "x")
+    assert vit.key == ("value", "prefill_vit", "x")
+    assert [r.span.line for r in bagel.index.references(vit.key)] == [
+        line_of(BAGEL, "x = vit.encode"), line_of(BAGEL, "llm.prefill_vit(x")]
+
+
+def test_a_name_shadowing_a_param_is_the_walks_value() -> None:
+    text = BAGEL.replace("tok = llm.decode(tok, temperature, cache=main)",
+                         "temperature = llm.decode(tok, temperature, cache=main)")
+    a = analyse(text, "b.walk")
+    assert at(a, "temperature = llm.decode", "temperature").key == ("value", "decode", "temperature")
+
+
+def test_hover_param_shows_default_and_bounds(bagel: Analysis) -> None:
+    text = hover_text(bagel.index, bagel.symbols, at(bagel, "loop steps - 1", "steps"))
+    assert text is not None
+    assert "param steps: int = 50 in 2..200" in text
+    assert "default: `50`" in text and "bounds: `2..200`" in text
+
+
+def test_hover_entry_shows_its_signature(bagel: Analysis) -> None:
+    text = hover_text(bagel.index, bagel.symbols, at(bagel, "tok = llm.decode(", "decode"))
+    assert text is not None
+    assert "llm.decode(prev: token, temperature: scalar) -> token" in text
+    assert "entry point of component `llm` (kv)" in text
+
+
+def test_hover_stream_shows_chunk_policy_and_end_rules() -> None:
+    a = analyse(ORPHEUS, "orpheus.walk")
+    text = hover_text(a.index, a.symbols, at(a, "send tok -> codes", "codes"))
+    assert text is not None
+    assert "sliding(window=28, stride=7)" in text and "windows of 28 items, one every 7 items" in text
+    assert "chunk: `token[28]`" in text
+    assert "at_end `drop`: the final fragment is discarded" in text
+    assert "after_end `stop` (default)" in text
+
+
+def test_hover_value_shows_its_inferred_type() -> None:
+    text = """model m
+import wgc.models.bagel as bagel
+component llm: bagel.LanguageModel engine kv {
+    noise() -> tensor[4096, 64; bf16]
+    velocity(z: tensor[N, 64; bf16], t: scalar) -> tensor[N, 64; bf16]
+}
+walk w() {
+    z = llm.noise()
+    v = llm.velocity(z, 1.0)
+    emit tensor v
+}
+flow {
+    start -> w -> done
+}
+"""
+    a = analyse(text, "t.walk")
+    assert not a.diagnostics
+    # The signature's N is bound by the call: the result is the concrete type.
+    hover = hover_text(a.index, a.symbols, at(a, "emit tensor v", "v"))
+    assert hover is not None and "v: tensor[4096, 64; bf16]" in hover
+
+
+def test_broken_text_has_diagnostics_and_no_index() -> None:
+    a = analyse(BAGEL.replace("walk decode() {", "walk decode( {"), "b.walk")
+    assert [d.code for d in a.diagnostics] == ["E001"]
+    assert a.index.occurrences == []
+
+
+def test_analysis_survives_a_parser_crash() -> None:
+    """A size literal too large for a float makes the AST builder raise; the document still gets an answer."""
+    from wgc.lsp.document import Documents
+
+    docs = Documents()
+    a = docs.update("file:///t.walk", "model m\ncomponent c: a.B engine kv { weights = " + "9" * 400 + "B }", "t.walk")
+    assert a.error is not None and "could not analyse" in a.error
+    assert a.program is None
+
+
+def test_document_symbols_nest_entries_under_components(bagel: Analysis) -> None:
+    assert bagel.program is not None
+    syms = document_symbols(bagel.program, bagel.tokens, LineTable(BAGEL))
+    top = [(s.name, s.kind) for s in syms]
+    assert ("max_tokens", types.SymbolKind.Variable) in top
+    assert ("llm", types.SymbolKind.Class) in top and ("image_gen", types.SymbolKind.Function) in top
+    assert ("flow", types.SymbolKind.Namespace) in top
+    llm = next(s for s in syms if s.name == "llm")
+    children = [c.name for c in llm.children or []]
+    assert children[:6] == ["prefill_text", "prefill_vit", "prefill_vae", "decode", "init_latents", "velocity"]
+    assert "eos" in children
+    assert llm.selection_range.start == types.Position(line=line_of(BAGEL, "component llm:") - 1, character=10)
+    flow = next(s for s in syms if s.name == "flow")
+    assert [c.name for c in flow.children or []] == ["prompt"]

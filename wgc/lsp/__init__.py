@@ -1,0 +1,1 @@
+"""`wgc lsp`: a language server for .walk files (diagnostics, hover, navigation, completion, formatting)."""

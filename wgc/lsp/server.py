@@ -1,0 +1,190 @@
+"""The pygls wiring: which LSP message runs which feature, and the guard every handler runs under.
+
+Documents are analysed on open and on every change (full text sync) and their diagnostics
+published; requests read the latest analysis. A handler that fails, on any text, logs the error
+(stderr and window/logMessage) and answers empty: one bad document must never stop the server.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from wgc import __version__
+from wgc.diag.diagnostic import WgcError
+from wgc.fmt.printer import format_source
+from wgc.lsp.completion import complete
+from wgc.lsp.diagnostics import to_lsp
+from wgc.lsp.document import Analysis, Documents
+from wgc.lsp.hover import hover_text
+from wgc.lsp.index import Occurrence
+from wgc.lsp.positions import UTF16, LineTable
+from wgc.lsp.symbols import document_symbols
+
+log = logging.getLogger("wgc.lsp")
+P = TypeVar("P")
+
+_ITEM_KINDS = {
+    "keyword": types.CompletionItemKind.Keyword,
+    "component": types.CompletionItemKind.Class,
+    "entry": types.CompletionItemKind.Method,
+    "const": types.CompletionItemKind.Constant,
+    "label": types.CompletionItemKind.EnumMember,
+    "walk": types.CompletionItemKind.Function,
+    "stream": types.CompletionItemKind.Event,
+    "param": types.CompletionItemKind.Variable,
+    "value": types.CompletionItemKind.Variable,
+    "type": types.CompletionItemKind.TypeParameter,
+    "field": types.CompletionItemKind.Field,
+    "each": types.CompletionItemKind.Enum,
+    "module": types.CompletionItemKind.Module,
+}
+
+
+class WalkLanguageServer:
+    """The features, over one pygls server and the open documents."""
+
+    def __init__(self) -> None:
+        self.server = LanguageServer("wgc", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        self.docs = Documents()
+
+    # ---- plumbing ---------------------------------------------------------------------------
+
+    def guard(self, fallback: Any) -> Callable[[Callable[[P], Any]], Callable[[P], Any]]:
+        def wrap(handler: Callable[[P], Any]) -> Callable[[P], Any]:
+            @functools.wraps(handler)
+            def run(params: P) -> Any:
+                try:
+                    return handler(params)
+                except Exception as err:  # the server outlives any one request
+                    log.exception("%s failed", handler.__name__)
+                    self._tell(f"wgc lsp: {handler.__name__} failed: {type(err).__name__}: {err}")
+                    return fallback
+            return run
+        return wrap
+
+    def _tell(self, message: str) -> None:
+        try:
+            self.server.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=message))
+        except Exception:  # with no client to tell, stderr has it already
+            log.debug("could not send a log message", exc_info=True)
+
+    def lines(self, text: str) -> LineTable:
+        encoding = getattr(self.server.workspace, "position_encoding", None) or UTF16
+        return LineTable(text, str(getattr(encoding, "value", encoding)))
+
+    def _occurrence(self, uri: str, position: types.Position) -> tuple[Analysis, LineTable, Occurrence] | None:
+        analysis = self.docs.get(uri)
+        if analysis is None:
+            return None
+        lines = self.lines(analysis.text)
+        occ = analysis.index.at(*lines.from_lsp(position))
+        return (analysis, lines, occ) if occ is not None else None
+
+    # ---- document sync and diagnostics ---------------------------------------------------
+
+    def refresh(self, uri: str, version: int | None) -> None:
+        text = self.server.workspace.get_text_document(uri).source
+        analysis = self.docs.update(uri, text, to_fs_path(uri) or uri)
+        diagnostics = to_lsp(analysis, self.lines(text), uri)
+        self.server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
+
+    def did_open(self, params: types.DidOpenTextDocumentParams) -> None:
+        self.refresh(params.text_document.uri, params.text_document.version)
+
+    def did_change(self, params: types.DidChangeTextDocumentParams) -> None:
+        self.refresh(params.text_document.uri, params.text_document.version)
+
+    def did_close(self, params: types.DidCloseTextDocumentParams) -> None:
+        self.docs.close(params.text_document.uri)
+        self.server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+
+    # ---- requests ------------------------------------------------------------------------------
+
+    def hover(self, params: types.HoverParams) -> types.Hover | None:
+        found = self._occurrence(params.text_document.uri, params.position)
+        if found is None:
+            return None
+        analysis, lines, occ = found
+        text = hover_text(analysis.index, analysis.symbols, occ)
+        if text is None:
+            return None
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
+                           range=lines.to_range(occ.span))
+
+    def definition(self, params: types.DefinitionParams) -> list[types.Location]:
+        found = self._occurrence(params.text_document.uri, params.position)
+        if found is None:
+            return []
+        analysis, lines, occ = found
+        defs = analysis.index.definitions(occ.key)
+        if occ.key[0] == "value":
+            defs = defs[:1]  # a value's first binding: its input, assignment or carry
+        return [types.Location(uri=params.text_document.uri, range=lines.to_range(d.span)) for d in defs]
+
+    def references(self, params: types.ReferenceParams) -> list[types.Location]:
+        found = self._occurrence(params.text_document.uri, params.position)
+        if found is None:
+            return []
+        analysis, lines, occ = found
+        refs = analysis.index.references(occ.key, params.context.include_declaration)
+        return [types.Location(uri=params.text_document.uri, range=lines.to_range(r.span)) for r in refs]
+
+    def completion(self, params: types.CompletionParams) -> types.CompletionList:
+        analysis = self.docs.get(params.text_document.uri)
+        if analysis is None:
+            return types.CompletionList(is_incomplete=False, items=[])
+        lines = self.lines(analysis.text)
+        offset = lines.offset(*lines.from_lsp(params.position))
+        items = [types.CompletionItem(label=c.label, kind=_ITEM_KINDS.get(c.kind), detail=c.detail or None)
+                 for c in complete(analysis.text, offset)]
+        return types.CompletionList(is_incomplete=False, items=items)
+
+    def document_symbol(self, params: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
+        analysis = self.docs.get(params.text_document.uri)
+        if analysis is None or analysis.program is None:
+            return []
+        return document_symbols(analysis.program, analysis.tokens, self.lines(analysis.text))
+
+    def formatting(self, params: types.DocumentFormattingParams) -> list[types.TextEdit]:
+        analysis = self.docs.get(params.text_document.uri)
+        if analysis is None:
+            return []
+        try:
+            pretty = format_source(analysis.text, analysis.file)
+        except WgcError:
+            return []  # it does not parse: the diagnostics already say why
+        if pretty == analysis.text:
+            return []
+        whole = types.Range(start=types.Position(line=0, character=0), end=self.lines(analysis.text).end())
+        return [types.TextEdit(range=whole, new_text=pretty)]
+
+
+def build_server() -> LanguageServer:
+    ws = WalkLanguageServer()
+    feature, guard = ws.server.feature, ws.guard
+    feature(types.TEXT_DOCUMENT_DID_OPEN)(guard(None)(ws.did_open))
+    feature(types.TEXT_DOCUMENT_DID_CHANGE)(guard(None)(ws.did_change))
+    feature(types.TEXT_DOCUMENT_DID_CLOSE)(guard(None)(ws.did_close))
+    feature(types.TEXT_DOCUMENT_HOVER)(guard(None)(ws.hover))
+    feature(types.TEXT_DOCUMENT_DEFINITION)(guard([])(ws.definition))
+    feature(types.TEXT_DOCUMENT_REFERENCES)(guard([])(ws.references))
+    feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "="]))(
+        guard(types.CompletionList(is_incomplete=False, items=[]))(ws.completion))
+    feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)(guard([])(ws.document_symbol))
+    feature(types.TEXT_DOCUMENT_FORMATTING)(guard([])(ws.formatting))
+    return ws.server
+
+
+def serve(log_level: str = "WARNING") -> None:
+    """Run the server over stdin/stdout until the client says exit."""
+    logging.basicConfig(level=log_level, format="wgc lsp: %(levelname)s %(name)s: %(message)s")
+    build_server().start_io()

@@ -1,0 +1,58 @@
+"""The document outline: params, components (their entries and consts as children), streams, walks, flows."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from wgc.fmt.lines import HEADER_TEXT, LINE_TEXT
+from wgc.lang import ast
+from wgc.lsp.positions import LineTable
+from wgc.lsp.tokens import Tokens
+
+K = types.SymbolKind
+
+
+class _Outliner:
+    def __init__(self, tokens: Tokens, lines: LineTable) -> None:
+        self.tokens = tokens
+        self.lines = lines
+
+    def symbol(self, node: ast.Node, name: str, kind: types.SymbolKind, detail: str, skip: int,
+               children: list[types.DocumentSymbol] | None = None, shown: str | None = None) -> types.DocumentSymbol:
+        """`skip`: tokens before the name (1 for `walk NAME`); the name is what the editor selects."""
+        whole = self.lines.to_range(node.span)
+        at = self.tokens.name(node.span, name, skip=skip) if name else None
+        return types.DocumentSymbol(name=shown or name or "?", kind=kind, range=whole, detail=detail,
+                                    selection_range=self.lines.to_range(at) if at is not None else whole,
+                                    children=children)
+
+    def decl(self, d: ast.Decl) -> types.DocumentSymbol | None:
+        if isinstance(d, ast.Param):
+            return self.symbol(d, d.name, K.Variable, _after_colon(LINE_TEXT[ast.Param](d)), 1)
+        if isinstance(d, ast.Component):
+            members = [self.member(m) for m in d.members if isinstance(m, ast.Entry | ast.Const)]
+            return self.symbol(d, d.name, K.Class, f"{'.'.join(d.cls)} engine {d.engine}", 1, members)
+        if isinstance(d, ast.Stream):
+            return self.symbol(d, d.name, K.Event, f"{d.producer} -> {d.consumer}", 1)
+        if isinstance(d, ast.Walk):
+            return self.symbol(d, d.name, K.Function, HEADER_TEXT[ast.Walk](d)[len(f"walk {d.name}"):], 1)
+        if isinstance(d, ast.Flow):
+            eaches = [self.symbol(e, e.name, K.Enum, HEADER_TEXT[ast.Each](e), 1)
+                      for e in d.items if isinstance(e, ast.Each)]
+            shown = f"flow {d.name}" if d.name else "flow"
+            return self.symbol(d, d.name or "", K.Namespace, HEADER_TEXT[ast.Flow](d), 1, eaches, shown)
+        return None
+
+    def member(self, m: ast.Entry | ast.Const) -> types.DocumentSymbol:
+        if isinstance(m, ast.Entry):
+            return self.symbol(m, m.name, K.Method, LINE_TEXT[ast.Entry](m)[len(m.name):], 0)
+        return self.symbol(m, m.name, K.Constant, _after_colon(LINE_TEXT[ast.Const](m)), 1)
+
+
+def _after_colon(text: str) -> str:
+    return text.split(":", 1)[1].strip()
+
+
+def document_symbols(program: ast.Program, tokens: Tokens, lines: LineTable) -> list[types.DocumentSymbol]:
+    outliner = _Outliner(tokens, lines)
+    return [s for s in (outliner.decl(d) for d in program.decls) if s is not None]
