@@ -570,3 +570,13 @@ def test_unwritable_cache_dir_only_costs_time(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     assert probe(blocker) == {"built": 1, "ok": True, "diagnostics": []}
+
+
+def test_size_literals_are_exact_however_long() -> None:
+    """A size is an exact integer: 7.2B is 7,200,000,000 and a 400-digit size parses (no float overflow)."""
+    huge = "9" * 400
+    result = parse(f"model m\ncomponent c: x.C engine stateless {{\n    weights = {huge}B\n    small = 7.2B\n}}\n")
+    assert not result.diagnostics
+    attrs = {a.name: a.value for a in result.program.decls[1].members}
+    assert attrs["weights"].value == int(huge) * 10**9
+    assert attrs["small"].value == 7_200_000_000

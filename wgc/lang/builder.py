@@ -1,19 +1,22 @@
 """Grammar rules → AST nodes, wired by rule name (one method per rule or alias).
 
 The builder runs inside lark's LALR parser, so no intermediate parse tree is
-built. The file name for spans comes from a context variable set by `parse`.
+built: `inline_callbacks` hands lark one function per rule, and each method gets
+the rule's span from `reduce_spans` as `meta`. The file name for spans comes
+from a context variable set by `parse`.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
-from lark import Token, Transformer, v_args
-from lark.tree import Meta
+from lark import Token
 
 from wgc.lang import ast
+from wgc.lang.reduce_spans import Position, current_position
 from wgc.lang.span import Span
 
 current_file: ContextVar[str] = ContextVar("wgc_current_file", default="<input>")
@@ -21,10 +24,10 @@ current_file: ContextVar[str] = ContextVar("wgc_current_file", default="<input>"
 _SIZE_SUFFIX = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 
 
-def _span(meta: Meta) -> Span:
-    if getattr(meta, "empty", True):
+def _span(meta: Position | None) -> Span:
+    if meta is None:  # a rule that matched no tokens (an empty program)
         return Span(current_file.get(), 1, 1, 1, 1)
-    return Span(current_file.get(), meta.line, meta.column, meta.end_line, meta.end_column)
+    return Span(current_file.get(), *meta)
 
 
 def _tok_span(tok: Token) -> Span:
@@ -57,9 +60,8 @@ class _Tagged:
     span: Span
 
 
-@v_args(meta=True)
-class AstBuilder(Transformer):
-    """lark calls `rule(meta, children)` for every reduced rule; each returns a node.
+class AstBuilder:
+    """`rule(meta, children)` for every reduced rule, `meta` its span; each returns a node.
 
     A rule without a method here would silently build a lark Tree; the test
     suite parses every construct, and the checker rejects any stray Tree.
@@ -323,7 +325,8 @@ class AstBuilder(Transformer):
 
     def size_lit(self, meta, c):
         text = str(c[0])
-        return ast.SizeLit(_span(meta), round(float(text[:-1]) * _SIZE_SUFFIX[text[-1]]), text)
+        # Exact arithmetic: a float would overflow on a long literal (and round 7.2B imprecisely).
+        return ast.SizeLit(_span(meta), round(Fraction(text[:-1]) * _SIZE_SUFFIX[text[-1]]), text)
 
     def string_lit(self, meta, c):
         return ast.StrLit(_span(meta), _unquote(str(c[0])))
@@ -365,3 +368,23 @@ def _split_args(items: tuple) -> tuple[tuple, tuple]:
     positional = tuple(a for a in items if not isinstance(a, ast.KeywordArg))
     keywords = tuple(a for a in items if isinstance(a, ast.KeywordArg))
     return positional, keywords
+
+
+class _Callbacks:
+    """What lark looks rule methods up on: `name(children)`, each calling the builder's method."""
+
+
+def inline_callbacks(builder: AstBuilder) -> object:
+    callbacks = _Callbacks()
+    for name in dir(builder):
+        method = getattr(builder, name)
+        if not name.startswith("_") and callable(method):
+            setattr(callbacks, name, _with_span(method))
+    return callbacks
+
+
+def _with_span(method: Any) -> Any:
+    def call(children: list[Any]) -> Any:
+        return method(current_position(), children)
+
+    return call

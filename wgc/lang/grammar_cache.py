@@ -27,7 +27,8 @@ from lark.lexer import TerminalDef
 from wgc import settings
 
 _BIG_INT = "__wgc_bigint__"  # msgpack integers stop at 2**64; regex widths can exceed it
-_OPTIONS: dict[str, Any] = {"propagate_positions": True, "maybe_placeholders": True}
+# No propagate_positions: parser.py's builder runs inside the parser and takes spans from reduce_spans.
+_OPTIONS: dict[str, Any] = {"propagate_positions": False, "maybe_placeholders": True}
 
 
 def grammar_text() -> str:
@@ -92,9 +93,10 @@ def _write_cache(path: Path, key: str, tables: dict[str, Any]) -> None:
         pass
 
 
-def build_parser(transformer: lark.Transformer | None, lexer_callbacks: dict[str, Any]) -> Lark:
+def build_parser(transformer: object | None, lexer_callbacks: dict[str, Any]) -> Lark:
     text = grammar_text()
-    key = hashlib.sha256(f"{lark.__version__}\0{text}".encode()).hexdigest()
+    # The options are part of the serialised parser, so they are part of the key too.
+    key = hashlib.sha256(f"{lark.__version__}\0{sorted(_OPTIONS.items())}\0{text}".encode()).hexdigest()
     path = _cache_path(key)
     tables = _read_cache(path, key)
     if tables is not None:

@@ -12,8 +12,8 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from wgc import settings
 from wgc.diag.diagnostic import Diagnostic
-from wgc.lang import ast
-from wgc.lang.builder import AstBuilder, current_file
+from wgc.lang import ast, fast_lalr, fast_lexer, reduce_spans
+from wgc.lang.builder import AstBuilder, current_file, inline_callbacks
 from wgc.lang.grammar_cache import build_parser, terminal_descriptions
 from wgc.lang.span import Span, point
 
@@ -46,14 +46,11 @@ def _collect_comment(tok: Token) -> Token:
 
 @functools.cache
 def _parser() -> Lark:
-    # lark cannot hand positions (meta) to a transformer run inside the parser,
-    # so the parser builds a tree and AstBuilder turns it into the AST after.
-    return build_parser(None, {"COMMENT": _collect_comment, "NAME": _reserve_declaration_words})
-
-
-@functools.cache
-def _builder() -> AstBuilder:
-    return AstBuilder()
+    # The builder runs inside the parser (no parse tree); reduce_spans gives its methods spans.
+    callbacks = inline_callbacks(AstBuilder())
+    lexer_callbacks = {"COMMENT": _collect_comment, "NAME": _reserve_declaration_words}
+    parser = reduce_spans.install(build_parser(callbacks, lexer_callbacks))
+    return fast_lalr.install(fast_lexer.install(parser))
 
 
 def parse(source: str, file: str = "<input>") -> ParseResult:
@@ -65,7 +62,8 @@ def parse(source: str, file: str = "<input>") -> ParseResult:
     sink: list[Comment] = []
     comments_token = _comments.set(sink)
     try:
-        program = _builder().transform(_parser().parse(source, on_error=_keyword_as_name))
+        with reduce_spans.positions():
+            program = _parser().parse(source, on_error=_keyword_as_name)
     except UnexpectedInput as err:
         return ParseResult(None, tuple(sink), (_syntax_diagnostic(err, source, file),), source)
     except RecursionError:

@@ -1,0 +1,78 @@
+"""lark's LALR parser loop with its tables flattened: the same actions, without a Rule lookup per step.
+
+lark's loop feeds each token through `ParserState.feed_token`, which looks every reduction's
+callback up by its Rule object (a hash and an equality test written in Python) and the rule's size
+and name through attributes. Here the parse table is compiled once into plain tuples — per state,
+per symbol: shift to a state, or reduce (size, name, callback) — and the loop runs inline. It works
+on lark's own ParserState (its stacks, its lexer), so whenever a token has no action the token is
+handed to lark's `feed_token`, which raises lark's error with its expected set from that very
+state, and error recovery (`on_error`, the interactive parser) proceeds exactly as in lark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lark import Lark, Token
+from lark.exceptions import UnexpectedInput
+from lark.parsers.lalr_analysis import Shift
+from lark.parsers.lalr_interactive_parser import InteractiveParser
+from lark.parsers.lalr_parser import _Parser
+from lark.parsers.lalr_parser_state import ParserState
+
+# per state: symbol → (True, next state, terminal callback or None) | (False, size, rule name, callback)
+Actions = dict[int, dict[str, tuple[Any, ...]]]
+
+
+class FlatLalrParser(_Parser):
+    def __init__(self, inner: _Parser) -> None:
+        super().__init__(inner.parse_table, inner.callbacks, inner.debug)
+        callbacks = inner.callbacks
+        self.actions: Actions = {}
+        for state, row in inner.parse_table.states.items():
+            flat: dict[str, tuple[Any, ...]] = {}
+            for symbol, (action, arg) in row.items():
+                if action is Shift:
+                    flat[symbol] = (True, arg, callbacks.get(symbol))
+                else:
+                    flat[symbol] = (False, len(arg.expansion), arg.origin.name, callbacks[arg])
+            self.actions[state] = flat
+
+    def parse_from_state(self, state: ParserState, last_token: Token | None = None) -> Any:
+        actions = self.actions
+        states, values = state.state_stack, state.value_stack
+        token = last_token
+        try:
+            for token in state.lexer.lex(state):
+                kind = token.type
+                while True:
+                    step = actions[states[-1]].get(kind)
+                    if step is None:
+                        state.feed_token(token)  # no action: lark raises UnexpectedToken from this state
+                        raise AssertionError(f"lark accepted {kind} where its table has no action")
+                    if step[0]:  # shift
+                        states.append(step[1])
+                        values.append(token if step[2] is None else step[2](token))
+                        break
+                    _, size, name, callback = step  # reduce, then the goto on the rule's name
+                    if size:
+                        children = values[-size:]
+                        del states[-size:]
+                        del values[-size:]
+                    else:
+                        children = []
+                    value = callback(children)
+                    states.append(actions[states[-1]][name][1])
+                    values.append(value)
+            end = Token.new_borrow_pos("$END", "", token) if token else Token("$END", "", 0, 1, 1)
+            return state.feed_token(end, True)
+        except UnexpectedInput as err:
+            err.interactive_parser = InteractiveParser(self, state, state.lexer)
+            raise
+
+
+def install(parser: Lark) -> Lark:
+    """Run `parser`'s LALR loop through the flattened tables (after its callbacks are final)."""
+    lalr = parser.parser.parser  # ParsingFrontend → LALR_Parser
+    lalr.parser = FlatLalrParser(lalr.parser)
+    return parser
