@@ -16,7 +16,7 @@ from typing import Any
 from lark import Token
 
 from wgc.lang import ast
-from wgc.lang.reduce_spans import Position, current_position
+from wgc.lang.reduce_spans import Position, parse_state
 from wgc.lang.span import Span
 
 current_file: ContextVar[str] = ContextVar("wgc_current_file", default="<input>")
@@ -384,7 +384,9 @@ def inline_callbacks(builder: AstBuilder) -> object:
 
 
 def _with_span(method: Any) -> Any:
+    state = parse_state()
+
     def call(children: list[Any]) -> Any:
-        return method(current_position(), children)
+        return method(state.position, children)
 
     return call

@@ -3,7 +3,9 @@
 lark's loop feeds each token through `ParserState.feed_token`, which looks every reduction's
 callback up by its Rule object (a hash and an equality test written in Python) and the rule's size
 and name through attributes. Here the parse table is compiled once into plain tuples — per state,
-per symbol: shift to a state, or reduce (size, name, callback) — and the loop runs inline. It works
+per symbol: shift to a state, or reduce (size, name, callback) — and the loop runs inline. A unit
+rule (`?expr: or_expr`, a dozen of them per expression) is only a goto: the value on the stack
+stays where it is. It works
 on lark's own ParserState (its stacks, its lexer), so whenever a token has no action the token is
 handed to lark's `feed_token`, which raises lark's error with its expected set from that very
 state, and error recovery (`on_error`, the interactive parser) proceeds exactly as in lark.
@@ -20,8 +22,11 @@ from lark.parsers.lalr_interactive_parser import InteractiveParser
 from lark.parsers.lalr_parser import _Parser
 from lark.parsers.lalr_parser_state import ParserState
 
+from wgc.lang.reduce_spans import only_child
+
 # per state: symbol → (True, next state, terminal callback or None) | (False, size, rule name, callback)
 Actions = dict[int, dict[str, tuple[Any, ...]]]
+_UNIT = -1  # the size of a unit rule whose value is its child's (reduce_spans.only_child): a goto only
 
 
 class FlatLalrParser(_Parser):
@@ -34,6 +39,8 @@ class FlatLalrParser(_Parser):
             for symbol, (action, arg) in row.items():
                 if action is Shift:
                     flat[symbol] = (True, arg, callbacks.get(symbol))
+                elif callbacks[arg] is only_child:
+                    flat[symbol] = (False, _UNIT, arg.origin.name, None)
                 else:
                     flat[symbol] = (False, len(arg.expansion), arg.origin.name, callbacks[arg])
             self.actions[state] = flat
@@ -55,6 +62,9 @@ class FlatLalrParser(_Parser):
                         values.append(token if step[2] is None else step[2](token))
                         break
                     _, size, name, callback = step  # reduce, then the goto on the rule's name
+                    if size is _UNIT:  # `?expr: or_expr`: the value stays, only the state changes
+                        states[-1] = actions[states[-2]][name][1]
+                        continue
                     if size:
                         children = values[-size:]
                         del states[-size:]

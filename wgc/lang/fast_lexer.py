@@ -12,11 +12,12 @@ text is a terminal of another context) is lark's, unchanged.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from lark import Lark, Token
-from lark.lexer import ContextualLexer, LexerState
+from lark.lexer import CallChain, ContextualLexer, LexerState, UnlessCallback
 
 _new_token = Token._future_new  # the constructor without the keyword-argument checks of Token.__new__
 
@@ -36,7 +37,16 @@ class FastContextualLexer:
     def _state(self, state: int) -> _StateLexer:
         basic = self.inner.lexers[state]
         scanner = basic.scanner  # built on first use, with the callback table
-        table = _StateLexer(tuple(scanner._mres), basic.ignore_types, basic.newline_types, dict(basic.callback))
+        callbacks = {kind: _faster(callback) for kind, callback in basic.callback.items()}
+        # Ignored terminals nobody watches (whitespace) are skipped by the same regex call that
+        # matches the next token: a leading optional group, so a program's 40% of matches that are
+        # only whitespace cost nothing extra. Where no token follows (the end of the text, a bad
+        # character), the regex backtracks and the whitespace matches as its own ignored terminal.
+        skipped = [t.pattern.to_regexp() for t in basic.terminals
+                   if t.name in basic.ignore_types and t.name not in callbacks]
+        prefix = f"(?:{'|'.join(f'(?:{r})' for r in skipped)})*" if skipped else ""
+        patterns = tuple(re.compile(f"{prefix}(?:{m.pattern})", m.flags) for m in scanner._mres)
+        table = _StateLexer(patterns, basic.ignore_types, basic.newline_types, callbacks)
         self.states[state] = table
         return table
 
@@ -45,37 +55,75 @@ class FastContextualLexer:
         end = lexer_state.text.end
         counter = lexer_state.line_ctr
         states = self.states
-        while counter.char_pos < end:
-            state = parser_state.position
-            table = states.get(state) or self._state(state)
-            pos = counter.char_pos
+        stack = parser_state.state_stack  # its top is the parser's state (ParserState.position)
+        # The counter lives in locals between tokens and is written back before every yield, so it
+        # is exact whenever the parser holds control (an error, a resumed parse read it).
+        pos, line, line_start = counter.char_pos, counter.line, counter.line_start_pos
+        while pos < end:
+            table = states.get(stack[-1]) or self._state(stack[-1])
             for pattern in table.patterns:
                 match = pattern.match(text, pos, end)
                 if match:
                     break
             else:
+                counter.char_pos, counter.line, counter.line_start_pos = pos, line, line_start
+                counter.column = pos - line_start + 1
                 yield from self.inner.lex(lexer_state, parser_state)  # lark raises its own error here
                 return
-            value = match.group(0)
             kind = match.lastgroup
-            line, column = counter.line, counter.column
+            value = match.group(kind)
+            start = match.start(kind)
+            if start > pos:  # skipped whitespace before the token
+                newlines = text.count("\n", pos, start)
+                if newlines:
+                    line += newlines
+                    line_start = text.rfind("\n", pos, start) + 1
+            start_line, start_column = line, start - line_start + 1
+            pos = match.end()
             if kind in table.newline:
                 newlines = value.count("\n")
                 if newlines:
-                    counter.line += newlines
-                    counter.line_start_pos = pos + value.rindex("\n") + 1
-            counter.char_pos = pos + len(value)
-            counter.column = counter.char_pos - counter.line_start_pos + 1
+                    line += newlines
+                    line_start = start + value.rindex("\n") + 1
             callback = table.callbacks.get(kind)
             ignored = kind in table.ignore
             if ignored and callback is None:
                 continue
-            token = _new_token(kind, value, pos, line, column, counter.line, counter.column, counter.char_pos)
+            column = pos - line_start + 1
+            token = _new_token(kind, value, start, start_line, start_column, line, column, pos)
             if callback is not None:
                 token = callback(token)
             if not ignored:
+                counter.char_pos, counter.line, counter.line_start_pos, counter.column = pos, line, line_start, column
                 lexer_state.last_token = token
                 yield token
+        counter.char_pos, counter.line, counter.line_start_pos = pos, line, line_start
+        counter.column = pos - line_start + 1
+
+
+def _faster(callback: Callable[[Token], Token]) -> Callable[[Token], Token]:
+    """lark's keyword check on a NAME (`UnlessCallback`: a regex fullmatch over the keywords this
+    state accepts, retyping a NAME that is one) as a dict lookup, when every keyword is a plain
+    string; chained to the user's NAME callback as lark chains it (only a NAME that stayed a NAME
+    goes on). Any other callback is returned as it is."""
+    unless, then = callback, None
+    if isinstance(callback, CallChain):
+        unless, then = callback.callback1, callback.callback2
+    if not isinstance(unless, UnlessCallback):
+        return callback
+    terms = unless.scanner.terminals
+    if unless.scanner.g_regex_flags or any(t.pattern.type != "str" or t.pattern.flags for t in terms):
+        return callback
+    keywords = {t.pattern.value: t.name for t in terms}
+
+    def retype(token: Token) -> Token:
+        kind = keywords.get(token)
+        if kind is not None:
+            token.type = kind
+            return token
+        return then(token) if then is not None else token
+
+    return retype
 
 
 def install(parser: Lark) -> Lark:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+import gc
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -62,7 +65,7 @@ def parse(source: str, file: str = "<input>") -> ParseResult:
     sink: list[Comment] = []
     comments_token = _comments.set(sink)
     try:
-        with reduce_spans.positions():
+        with reduce_spans.positions(), _no_cycle_collection():
             program = _parser().parse(source, on_error=_keyword_as_name)
     except UnexpectedInput as err:
         return ParseResult(None, tuple(sink), (_syntax_diagnostic(err, source, file),), source)
@@ -75,6 +78,20 @@ def parse(source: str, file: str = "<input>") -> ParseResult:
         current_file.reset(file_token)
         _comments.reset(comments_token)
     return ParseResult(program, tuple(sink), (), source)
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Pause Python's cycle collector for one parse. A parse allocates a few objects per character
+    (tokens, nodes, spans), which sets off hundreds of collections that find nothing: the AST is a
+    tree and reference counting frees what a parse drops. That is 15% of a large parse."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 # Declaration keywords stay reserved everywhere, so a block left open before the next declaration is

@@ -6,7 +6,7 @@ object per reduction — together with the tree the builder walked afterwards, t
 parse time. Here every reduction callback of the parser is wrapped instead: the wrapper sees the
 rule's children before lark filters out keywords and punctuation, so the span runs from the first
 to the last token of the rule, keywords included, and leaves it where the builder's method reads it
-(`current_position`).
+(`parse_state().position`).
 
 A child's position comes from a token, an AST node's `span`, or a table kept for the duration of
 one parse: for values that carry no span (a tuple of names, an inlined rule's tree) and for a node
@@ -38,9 +38,10 @@ class _ParseState(threading.local):
 _state = _ParseState()
 
 
-def current_position() -> Position | None:
-    """The span of the rule whose builder method is running; None for a rule that matched nothing."""
-    return _state.position
+def parse_state() -> _ParseState:
+    """This thread's state: `.position` is the span of the rule whose builder method is running
+    (None for a rule that matched nothing)."""
+    return _state
 
 
 @contextmanager
@@ -60,13 +61,13 @@ def install(parser: Lark) -> Lark:
     for rule, callback in list(lalr.callbacks.items()):
         passes_child = bool(rule.options.expand1) and not rule.alias
         if passes_child and _is_unit(rule):
-            lalr.callbacks[rule] = _only_child  # `?expr: or_expr`: nothing to build, nothing to position
+            lalr.callbacks[rule] = only_child  # `?expr: or_expr`: nothing to build, nothing to position
         else:
             lalr.callbacks[rule] = _wrap(callback, passes_child)
     return parser
 
 
-_only_child = operator.itemgetter(0)
+only_child = operator.itemgetter(0)  # the value of a unit rule (fast_lalr skips calling it at all)
 
 
 def _is_unit(rule: Any) -> bool:
