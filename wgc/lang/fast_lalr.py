@@ -25,25 +25,13 @@ from lark.parsers.lalr_parser_state import ParserState
 from wgc.lang.reduce_spans import only_child
 
 # per state: symbol → (True, next state, terminal callback or None) | (False, size, rule name, callback)
-Actions = dict[int, dict[str, tuple[Any, ...]]]
 _UNIT = -1  # the size of a unit rule whose value is its child's (reduce_spans.only_child): a goto only
 
 
 class FlatLalrParser(_Parser):
     def __init__(self, inner: _Parser) -> None:
         super().__init__(inner.parse_table, inner.callbacks, inner.debug)
-        callbacks = inner.callbacks
-        self.actions: Actions = {}
-        for state, row in inner.parse_table.states.items():
-            flat: dict[str, tuple[Any, ...]] = {}
-            for symbol, (action, arg) in row.items():
-                if action is Shift:
-                    flat[symbol] = (True, arg, callbacks.get(symbol))
-                elif callbacks[arg] is only_child:
-                    flat[symbol] = (False, _UNIT, arg.origin.name, None)
-                else:
-                    flat[symbol] = (False, len(arg.expansion), arg.origin.name, callbacks[arg])
-            self.actions[state] = flat
+        self.actions = _FlatActions(inner.parse_table.states, inner.callbacks)
 
     def parse_from_state(self, state: ParserState, last_token: Token | None = None) -> Any:
         actions = self.actions
@@ -79,6 +67,29 @@ class FlatLalrParser(_Parser):
         except UnexpectedInput as err:
             err.interactive_parser = InteractiveParser(self, state, state.lexer)
             raise
+
+
+class _FlatActions(dict):
+    """state → its flattened row, built the first time the parser enters the state: a small
+    program visits a fraction of the states, and a cold `wgc check` pays only for those."""
+
+    def __init__(self, states: dict[int, dict[str, tuple[Any, Any]]], callbacks: dict[Any, Any]) -> None:
+        super().__init__()
+        self.states = states
+        self.callbacks = callbacks
+
+    def __missing__(self, state: int) -> dict[str, tuple[Any, ...]]:
+        callbacks = self.callbacks
+        flat: dict[str, tuple[Any, ...]] = {}
+        for symbol, (action, arg) in self.states[state].items():
+            if action is Shift:
+                flat[symbol] = (True, arg, callbacks.get(symbol))
+            elif callbacks[arg] is only_child:
+                flat[symbol] = (False, _UNIT, arg.origin.name, None)
+            else:
+                flat[symbol] = (False, len(arg.expansion), arg.origin.name, callbacks[arg])
+        self[state] = flat
+        return flat
 
 
 def install(parser: Lark) -> Lark:
