@@ -3,7 +3,9 @@
 1. Decode step time, eager vs CUDA graph, at batch 1/8/32, for the Orpheus LM component with the
    tiny preset and with a ~1B Llama shape on random weights: the graphs are captured by the code
    the workers run at start-up (runtime/worker/startup.py), and both columns time the component's
-   own forward over its paged KV cache (prompts of 512 tokens), as the server runs a decode step.
+   own forward over its paged KV cache (prompts of 512 tokens), as the server runs a decode step;
+   and the eager step with its attention planned synchronously vs planned ahead on the side thread
+   (runtime/engines/plan_ahead.py), with the plan-ahead hits and misses of the timed steps.
 2. FlashInfer vs the torch attention path on a paged decode batch (when flashinfer is installed).
 3. BAGEL's guidance step: the fused Triton kernel vs the torch reference.
 Absolute times are only meaningful on the GPU; every row shows its baseline beside it.
@@ -75,7 +77,15 @@ def decode_rows(context: int = 512) -> list[tuple[str, float, float]]:
             first += batch
             lm.forward([(r, "", [(r * 7 + i) % 1000 for i in range(context)]) for r in requests])  # the prompts
             items = [(r, "", [1]) for r in requests]  # every timed call appends one token per sequence
+            lm.planner.enabled = False
+            synchronous = timed(lambda lm=lm, items=items: lm.forward(items))
+            lm.planner.enabled = True
+            before = lm.counters()
             eager = timed(lambda lm=lm, items=items: lm.forward(items))
+            hits, misses, none = (lm.counters()[f"plan_ahead_{k}"] - before[f"plan_ahead_{k}"]
+                                  for k in ("hits", "misses", "unpredicted"))
+            rows.append((f"eager decode step {name} batch {batch}: attention planned synchronously vs ahead (ms; "
+                         f"{hits} hits, {misses} misses, {none} unpredicted)", synchronous, eager))
             replays = lm.graphs.replays
             graph = timed(lambda lm=lm, items=items: lm.forward(items, graphs=True))
             assert lm.graphs.replays > replays, "the graph path did not replay"
@@ -106,7 +116,7 @@ def attention_rows() -> list[tuple[str, float, float]]:
         v = torch.randn_like(k)
         kp, vp = storage.layer(0)
         results = []
-        for backend in (TorchAttention(), FlashInferAttention("cuda")):
+        for backend in (TorchAttention("cuda"), FlashInferAttention("cuda", 32, 8, 128, page, torch.bfloat16)):
             plan = backend.plan(step)
             args = (q, k, v, kp, vp)
             results.append(timed(lambda b=backend, p=plan, a=args: b.attend(p, *a)))

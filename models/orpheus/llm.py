@@ -26,6 +26,12 @@ step per batch bucket at start-up; `decode` replays the nearest bucket when the 
 rows than the largest bucket, every sequence within the graph context) and runs eagerly otherwise.
 `prefill` always runs eagerly (its token counts vary). The pool has one page more than the
 allocator hands out: the padding rows of a replay write there.
+
+Planning ahead (`runtime/engines/plan_ahead.py`): after an eager decode step's forward has been
+issued, the next step's batch is predicted (the same rows, one token longer, new pages taken from
+the allocator's free list) and its attention planned on a side thread; the next eager step uses
+that plan when its batch is the one predicted and plans synchronously otherwise. Every plan goes
+through `self.planner`; `plan_ahead=False` plans every step synchronously. Graph replays don't plan.
 """
 
 from __future__ import annotations
@@ -47,9 +53,10 @@ from wgc.models.orpheus.decode_graph import GRAPH_CONTEXT, DecodeGraphs, DecodeS
 from wgc.models.orpheus.vocab import TokenMap, encode_prompt, load_tokenizer, tiny_tokenizer
 from wgc.models.orpheus.weights import load_llama, read_config
 from wgc.runtime.component import Call, Component
-from wgc.runtime.engines.attention import AttentionBatch, KVStep, KVStorage, attention_backend
+from wgc.runtime.engines.attention import AttentionBackend, AttentionBatch, KVStep, KVStorage, attention_backend
 from wgc.runtime.engines.capture_report import CaptureReport
 from wgc.runtime.engines.kv_pages import Exhausted, LabelExport, PageAllocator, budget_bytes, pages_for_budget
+from wgc.runtime.engines.plan_ahead import PlanAhead
 from wgc.runtime.engines.sampling import SamplingParams, sample
 
 from wgc.plan.model import ComponentSpec
@@ -128,9 +135,10 @@ class LanguageModel(Component):
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
                  preset: str | None = None, seed: int | None = None, config: OrpheusConfig | None = None,
-                 graph_context: int = GRAPH_CONTEXT) -> None:
+                 graph_context: int = GRAPH_CONTEXT, plan_ahead: bool = True) -> None:
         """Weights from `weights` (a Hugging Face directory), else random ones for `preset` or `config`,
-        else from WGC_ORPHEUS_DIR, else the tiny preset. `graph_context`: tokens a CUDA-graph decode covers."""
+        else from WGC_ORPHEUS_DIR, else the tiny preset. `graph_context`: tokens a CUDA-graph decode covers.
+        `plan_ahead`: plan an eager decode step's attention while the previous step runs."""
         super().__init__(spec, rank, device)
         if spec.tp > 1:
             raise ValueError(f"orpheus {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented; "
@@ -171,8 +179,9 @@ class LanguageModel(Component):
         step = DecodeStep(self.model, self.storage, self.page_size, num_pages * self.page_size)
         self.graphs = DecodeGraphs(step, max_pages, self.torch_device)
         # FlashInfer's kernels take fp16/bf16: a float32 model (the tiny preset) keeps the torch path
-        self.backend = attention_backend(self.torch_device, c.heads, c.kv_heads, c.head_dim, self.page_size,
-                                         self.dtype, prefer_flashinfer=self.dtype != torch.float32)
+        self.planner = PlanAhead(attention_backend(self.torch_device, c.heads, c.kv_heads, c.head_dim,
+                                                   self.page_size, self.dtype,
+                                                   prefer_flashinfer=self.dtype != torch.float32), plan_ahead)
         self.seqs: dict[tuple[int, str], _Seq] = {}
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
         self.where = where = f"{num_pages} KV pages of {self.page_size} tokens on {device}"
@@ -189,12 +198,22 @@ class LanguageModel(Component):
     def describe(self) -> str:
         return f"{self.source}; {self.where}"
 
+    @property
+    def backend(self) -> AttentionBackend:
+        """The attention backend of the eager path (planned through `self.planner`)."""
+        return self.planner.backend
+
+    @backend.setter
+    def backend(self, backend: AttentionBackend) -> None:
+        self.planner.use(backend)
+
     def capture(self, entry: str, walk: str, buckets: list[int], progress: Callable[[str], None]) -> CaptureReport:
         """CUDA graphs of the decode step, one per bucket (largest first); every other entry runs eagerly."""
         if entry != "decode":
             return CaptureReport.eager_only(f"{entry} takes a varying number of tokens per call: runs eagerly")
         if self.torch_device.type != "cuda":
             return CaptureReport.eager_only(f"on {self.device}: decode runs eagerly")
+        self.planner.discard()  # no side-thread planning while a graph is captured
         return self.graphs.capture(buckets, progress)
 
     def _dtype(self) -> torch.dtype:
@@ -274,8 +293,11 @@ class LanguageModel(Component):
         dev = self.torch_device
         tokens = torch.tensor([t for _, _, toks in items for t in toks], dtype=torch.int64, device=dev)  # [N]
         last = torch.cumsum(torch.tensor(lengths, device=dev), 0) - 1  # [B]
-        step = KVStep(self.storage, self.backend, self.backend.plan(batch))
-        return self.model(tokens, batch.positions().to(dev), step, logits_at=last)  # [B, vocab]
+        step = KVStep(self.storage, self.backend, self.planner.plan(batch))
+        logits = self.model(tokens, batch.positions().to(dev), step, logits_at=last)  # [B, vocab]
+        if all(n == 1 for n in lengths):  # a decode step, issued: plan the next one while it runs
+            self.planner.ahead(batch, self.pages.next_free(len(lengths)))
+        return logits
 
     # ---- entries ---------------------------------------------------------------------------------
 
@@ -414,4 +436,4 @@ class LanguageModel(Component):
 
     def counters(self) -> dict[str, int]:
         return {**self.pages.counters(), "requests": len({r for r, _ in self.seqs}), **self.stats,
-                **self.graphs.counters()}
+                **self.graphs.counters(), **self.planner.counters()}

@@ -12,12 +12,15 @@ q: [sum n_b, heads, head_dim]; new token i sits at position L_b + i.
 - write=True: the new keys/values go into the pages at L_b .. L_b + n_b - 1, then attention reads
   the pages. write=False (a frozen prefix): the pages are only read; the new tokens' own keys and
   values are passed in directly and attended after the L_b cached positions, and nothing is written.
-Backends plan once per step (host-side metadata, shared by every layer) and attend once per layer.
+Backends plan once per step (host-side metadata, shared by every layer) and attend once per layer;
+both also have `plan_async` (the plan on a side thread), which `plan_ahead.py` uses to plan decode
+step N+1 while step N runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -213,14 +216,36 @@ def dense_attention(q: Tensor, k: Tensor, v: Tensor, mode: Mode = "causal", scal
 
 
 class TorchAttention:
-    """The pure-torch backend: plan = index tensors; attend = write (unless frozen), gather, SDPA."""
+    """The pure-torch backend: plan = index tensors; attend = write (unless frozen), gather, SDPA.
+
+    A plan is immutable tensors, so any number may be kept; `plan_async` plans on one side thread
+    (started on first use), on CUDA under the stream current when it is called (the one that uses it).
+    """
 
     def __init__(self, device: torch.device | str = "cpu", scale: float | None = None) -> None:
         self.device = torch.device(device)
         self.scale = scale
+        self._planner: ThreadPoolExecutor | None = None
 
     def plan(self, batch: AttentionBatch) -> TorchPlan:
         return plan_torch(batch, self.device)
+
+    def plan_async(self, batch: AttentionBatch) -> Future[TorchPlan]:
+        """`plan` on the side thread (plan_ahead.py calls it once step N's forward has been issued)."""
+        if self._planner is None:
+            self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wgc-attention-plan")
+        if self.device.type == "cuda":
+            return self._planner.submit(self._plan_on, torch.cuda.current_stream(self.device), batch)
+        return self._planner.submit(self.plan, batch)
+
+    def _plan_on(self, stream: torch.cuda.Stream, batch: AttentionBatch) -> TorchPlan:
+        with torch.cuda.stream(stream):
+            return self.plan(batch)
+
+    def close(self) -> None:
+        if self._planner is not None:
+            self._planner.shutdown(wait=True)
+            self._planner = None
 
     def attend(self, plan: TorchPlan, q: Tensor, k: Tensor, v: Tensor, k_pages: Tensor, v_pages: Tensor) -> Tensor:
         if plan.write:

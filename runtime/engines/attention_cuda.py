@@ -3,7 +3,17 @@
 Imported only by attention.attention_backend for a CUDA device (importing this module imports no
 flashinfer either; FlashInferAttention does, when constructed). Planning takes host-side int32 CSR
 arrays (pinned), so it never synchronises the device; `plan_async` plans step N+1 on a side thread
-while step N runs. Two wrapper sets alternate, so planning one never touches the one in use.
+while step N runs (plan_ahead.py drives it). Two wrapper sets alternate, so planning one never
+touches the one in use. What keeps that safe when a planned-ahead step is discarded:
+- the turn flips under a lock and each set has its own lock: two plans in flight take different
+  sets, and a set is never planned by two threads at once;
+- a set's device index buffers are replaced by copies on the model's stream, ordered after every
+  kernel already issued that reads them; its pinned host buffer is reused only once the set's
+  previous copies have landed (an event per set);
+- a plan is valid until its set is planned again: each plan carries its set's generation and
+  `attend` raises on a stale one instead of attending with another step's indices. With two sets a
+  plan survives exactly one later plan; plan_ahead.py uses a prediction only if nothing else was
+  planned since, and plans ahead only once the step in use has issued every attend.
 Steps: decode (one new token each, written) -> the decode wrapper; otherwise the paged prefill
 wrapper with a bottom-right causal mask (or none, mode "prefix"); a frozen prefix (write=False) ->
 paged prefill over the prefix pages + ragged prefill over the new tokens' own keys, merged by
@@ -15,7 +25,7 @@ from __future__ import annotations
 import importlib.util
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -66,6 +76,8 @@ class FlashInferPlan:
     slots: Tensor  # [sum n] int64 on the device
     paged: Any  # the planned decode or paged-prefill wrapper
     ragged: Any | None  # frozen prefix: the planned ragged wrapper over the new tokens' keys
+    wrappers: int = 0  # the wrapper set planned (0 or 1)
+    generation: int = 0  # that set's plan count when planned: a later plan of the set makes this one stale
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,8 @@ class FlashInferAttention:
         self.workspace = torch.zeros(workspace_bytes, dtype=torch.uint8, device=self.device)
         self._sets = [self._wrappers(), self._wrappers()]
         self._events: list[torch.cuda.Event | None] = [None, None]
+        self._generations = [0, 0]  # plans made on each set
+        self._set_locks = [threading.Lock(), threading.Lock()]
         self._turn = 0
         self._lock = threading.Lock()
         self._stream = torch.cuda.current_stream(self.device)
@@ -105,21 +119,26 @@ class FlashInferAttention:
         )
 
     def plan_async(self, batch: AttentionBatch) -> Future[FlashInferPlan]:
-        """Plan on the side thread; call it for step N+1 once step N-1's forward has been issued."""
+        """Plan on the side thread. It takes the set of the plan before last: call it once every attend
+        with that plan has been issued (for step N+1, once step N-1's forward has; plan_ahead.py waits
+        for step N's)."""
         return self._planner.submit(self.plan, batch)
 
     def plan(self, batch: AttentionBatch) -> FlashInferPlan:
         with self._lock:
             turn, self._turn = self._turn, self._turn ^ 1
-        previous = self._events[turn]
-        if previous is not None:
-            previous.synchronize()  # this set's last pinned-to-device copies have landed
-        with torch.cuda.stream(self._stream):
-            plan = self._plan_on(self._sets[turn], batch)
-            done = torch.cuda.Event()
-            done.record(self._stream)
-        self._events[turn] = done
-        return plan
+        with self._set_locks[turn]:
+            self._generations[turn] += 1  # from here on, the set's previous plan is stale
+            generation = self._generations[turn]
+            previous = self._events[turn]
+            if previous is not None:
+                previous.synchronize()  # this set's last pinned-to-device copies have landed
+            with torch.cuda.stream(self._stream):
+                plan = self._plan_on(self._sets[turn], batch)
+                done = torch.cuda.Event()
+                done.record(self._stream)
+            self._events[turn] = done
+        return replace(plan, wrappers=turn, generation=generation)
 
     def _plan_on(self, wrappers: _Wrappers, batch: AttentionBatch) -> FlashInferPlan:
         if not batch.write and min(batch.cached_lengths, default=1) == 0:
@@ -142,6 +161,9 @@ class FlashInferAttention:
 
     def attend(self, plan: FlashInferPlan, q: Tensor, k: Tensor, v: Tensor, k_pages: Tensor, v_pages: Tensor) -> Tensor:
         """q: [sum n, heads, head_dim]; k, v: [sum n, kv_heads, head_dim]; pages NHD -> [sum n, heads, head_dim]."""
+        if plan.generation != self._generations[plan.wrappers]:
+            raise RuntimeError(f"stale FlashInfer plan: wrapper set {plan.wrappers} was planned again since "
+                               f"(plan {plan.generation}, now {self._generations[plan.wrappers]})")
         if plan.write:
             write_kv(k_pages, v_pages, k, v, plan.slots)
             return plan.paged.run(q, (k_pages, v_pages))  # [sum n, heads, head_dim]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from itertools import islice
 from typing import NamedTuple
 
 
@@ -140,6 +141,11 @@ class PageAllocator:
 
     def can_append(self, request: int, label: str, n_tokens: int) -> bool:
         return self.pages_needed(request, label, n_tokens) <= len(self._free)
+
+    def next_free(self, count: int) -> list[int]:
+        """The (up to) `count` pages the next allocations take, in the order they take them; a
+        prediction only: any allocation or free in between may change it (plan_ahead.py checks)."""
+        return list(islice(self._free, max(count, 0)))
 
     # ---- changes -----------------------------------------------------------------------
 
