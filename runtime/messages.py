@@ -52,7 +52,9 @@ class StartWalk(Struct, tag="start", frozen=True):
     flow: FlowState | None  # None for stream-fired walks
     # Walks of this flow that must finish on the destination rank before this one starts there.
     # Walks of one flow are started by different senders (the coordinator, then each walk's end
-    # rank), whose messages may arrive in any order; this number restores the flow's order.
+    # rank), whose messages may arrive in any order; this number restores the flow's order. For a
+    # stream-fired walk sent to a rank other than the stream's consumer rank: its chunk number (the
+    # instances of one stream run there one at a time, in chunk order).
     prior: int = 0
 
 
@@ -92,11 +94,31 @@ class StreamCredit(Struct, tag="credit", frozen=True):
     n: int
 
 
-class ProducerDone(Struct, tag="producer_done", frozen=True):
-    """A flow that pushes to streams finished: its producer ranks close those streams behind their items."""
+class FlowEnded(Struct, tag="flow_ended", frozen=True):
+    """A flow of the request finished (its last walk ran NEXT on the sender): no walk of it starts any more.
+
+    Sent by that end rank to every rank that pushes to the flow's streams or emits in its walks. Walks of
+    the flow may still be running there (a walk's NEXT does not wait for its other ranks), and their
+    StartWalks may even be behind this message (another sender), so the rank waits until it has finished
+    `walks` instances of the flow (`FlowState.on_rank`). Then it closes the flow's streams behind its last
+    items and, with `report`, sends `Drained` to the coordinator, behind every Output it sent.
+    """
 
     request: int
     flow: str
+    walks: int = 0
+    report: bool = False
+
+
+class ConsumersEnded(Struct, tag="consumers_ended", frozen=True):
+    """A stream's consumer rank fired its last consumer walk (`walks` in all) and finished its part of each.
+
+    Sent to the other ranks of the consumer walk that emit: each reports `Drained` to the coordinator once
+    it has finished `walks` instances of it (their StartWalks came from the same sender, before this)."""
+
+    request: int
+    stream: str
+    walks: int
 
 
 class Cancel(Struct, tag="cancel", frozen=True):
@@ -122,15 +144,33 @@ class Output(Struct, tag="output", frozen=True):
 
 
 class FlowDone(Struct, tag="flow_done", frozen=True):
+    """A flow finished on its end rank. Its walks' other ranks that emit may not have finished yet: the
+    request is not complete before a `Drained` of this flow has come from each rank in `drains`."""
+
     request: int
     flow: str
+    drains: list[int] = []
 
 
 class StreamDone(Struct, tag="stream_done", frozen=True):
-    """A stream that fires a walk per chunk is closed, drained, and every walk it fired has ended."""
+    """A stream that fires a walk per chunk is closed, drained, and every walk it fired has ended on the
+    consumer rank; the consumer walk's other ranks that emit report `Drained` each (`drains`)."""
 
     request: int
     stream: str
+    drains: list[int] = []
+
+
+class Drained(Struct, tag="drained", frozen=True):
+    """Every instance of a finished flow's walks (or of a stream's consumer walk) has finished on `rank`.
+
+    It travels on the rank's own socket, behind every Output the rank sent for them: once it is in,
+    no output of theirs from that rank can still be on its way."""
+
+    request: int
+    rank: int
+    flow: str = ""
+    stream: str = ""
 
 
 class Failed(Struct, tag="failed", frozen=True):
@@ -164,7 +204,8 @@ class Ready(Struct, tag="ready", frozen=True):
     captures: list[EntryCapture] = []  # one per CaptureSpec of the plan on this rank
 
 
-ToWorker = (RequestInit | StartWalk | Data | KvData | StreamItems | StreamCredit | ProducerDone | Cancel | Shutdown
+ToWorker = (RequestInit | StartWalk | Data | KvData | StreamItems | StreamCredit | FlowEnded | ConsumersEnded
+            | Cancel | Shutdown
             | HealthQuery)
-ToCoordinator = Output | FlowDone | StreamDone | Failed | CancelAck | Health | Progress | Ready
+ToCoordinator = Output | FlowDone | StreamDone | Drained | Failed | CancelAck | Health | Progress | Ready
 Message = ToWorker | ToCoordinator

@@ -1,6 +1,11 @@
 """The coordinator's logic without I/O: admit requests, start their flows, collect outputs, know when
 each request is complete. Walks hand over to each other on the workers; the coordinator only hears
 about outputs, finished flows and finished streams.
+
+A request is complete when every flow it started is done, every stream that fires walks is done, and
+every rank that a FlowDone or StreamDone names in `drains` has reported `Drained`: those ranks may
+still be running (and emitting in) walks of that flow when its end rank finishes, and their outputs
+reach us over their own sockets. A Drained may arrive before the FlowDone that names it (two senders).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from wgc.runtime.flows.table import FlowError
 from wgc.runtime.messages import (
     Cancel,
     CancelAck,
+    Drained,
     Failed,
     FlowDone,
     Message,
@@ -52,6 +58,9 @@ class Tracked:
     streams: set[str]
     failed: bool = False
     cancel_acks: set[int] = field(default_factory=set)
+    # Drained reports still due, per (flow, stream, rank): +1 for each rank a FlowDone or StreamDone names,
+    # -1 for each Drained (which may come first); entries at 0 are removed.
+    drains: dict[tuple[str, str, int], int] = field(default_factory=dict)
 
 
 class CoordinatorCore:
@@ -127,9 +136,16 @@ class CoordinatorCore:
             self.events.append(Event(request, "output", output=msg))
         elif isinstance(msg, FlowDone) and tracked is not None:
             tracked.flows.discard(msg.flow)
+            for rank in msg.drains:
+                _count(tracked.drains, (msg.flow, "", rank), 1)
             self._maybe_done(request)
         elif isinstance(msg, StreamDone) and tracked is not None:
             tracked.streams.discard(msg.stream)
+            for rank in msg.drains:
+                _count(tracked.drains, ("", msg.stream, rank), 1)
+            self._maybe_done(request)
+        elif isinstance(msg, Drained) and tracked is not None:
+            _count(tracked.drains, (msg.flow, msg.stream, msg.rank), -1)
             self._maybe_done(request)
         elif isinstance(msg, Failed) and tracked is not None:
             self.cancel(request, f"failed: {msg.error}")
@@ -138,7 +154,7 @@ class CoordinatorCore:
 
     def _maybe_done(self, request: int) -> None:
         tracked = self.live.get(request)
-        if tracked is not None and not tracked.flows and not tracked.streams:
+        if tracked is not None and not tracked.flows and not tracked.streams and not tracked.drains:
             for rank in range(len(self.plan.ranks)):
                 self.send(rank, Cancel(request, "done"))
             self.live.pop(request)
@@ -148,3 +164,11 @@ class CoordinatorCore:
         """A worker died: every request in flight fails with a clear error."""
         for request in list(self.live):
             self.cancel(request, f"rank {rank} is down: {why}")
+
+
+def _count(counts: dict[tuple[str, str, int], int], key: tuple[str, str, int], n: int) -> None:
+    left = counts.get(key, 0) + n
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]

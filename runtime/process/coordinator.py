@@ -12,7 +12,9 @@ ranks. A FlowDone or StreamDone from one rank may overtake an Output another
 rank sent before it (causally earlier, over another socket); delivered at once,
 the core would end the request and drop that output. So a "done" message goes
 to the core only after a probe of every rank came back (probes.py): a reply
-from a rank arrives after everything that rank sent earlier.
+from a rank arrives after everything that rank sent earlier. That covers outputs
+already sent; outputs of walks still running on another rank are covered by the
+core itself, which waits for that rank's `Drained` (coordinator/core.py).
 """
 
 from __future__ import annotations

@@ -24,14 +24,16 @@ from wgc.runtime.component import Call, Component
 from wgc.runtime.messages import (
     Cancel,
     CancelAck,
+    ConsumersEnded,
     Data,
+    Drained,
     Failed,
     FlowDone,
+    FlowEnded,
     Health,
     HealthQuery,
     KvData,
     Message,
-    ProducerDone,
     RequestInit,
     StartWalk,
     StreamCredit,
@@ -65,12 +67,22 @@ class Executor:
         self.requests: dict[int, RequestInit] = {}
         self.instances: dict[tuple[int, str], Instance] = {}
         self.ready: deque[Instance] = deque()
-        self.mailbox: dict[tuple[int, str, str], Any] = {}
+        self.mailbox: dict[tuple[int, str, str], Any] = {}  # (request, instance, tag) → the next value
+        # Values that came while an earlier one of the same tag was still unreceived (a loop's SEND that
+        # ran ahead of its RECV): FIFO behind the mailbox's, so nothing is overwritten. Usually empty.
+        self.mailbox_more: dict[tuple[int, str, str], deque[Any]] = {}
         # Instances of one flow run on a rank in the flow's order (by `prior`), one at a time.
         self.flow_queue: dict[tuple[int, str], list[Instance]] = {}
         self.flow_finished: dict[tuple[int, str], int] = {}  # flow instances finished here, per (request, flow)
+        # Flows that ended (FlowEnded), waiting for this rank to finish their instances, per (request, flow).
+        self.flow_ends: dict[tuple[int, str], FlowEnded] = {}
+        # Stream consumer walks on a rank other than the stream's consumer rank (RankPlan.other_consumers),
+        # per (request, stream): their instances, run one at a time in chunk order like a flow's; how many
+        # finished; and, once the consumer rank says how many there were (ConsumersEnded), that number.
+        self.consumer_queue: dict[tuple[int, str], list[Instance]] = {}
+        self.consumers_finished: dict[tuple[int, str], int] = {}
+        self.consumer_ends: dict[tuple[int, str], int] = {}
         self.streams = StreamTable()
-        self.finished_flows: set[tuple[int, str]] = set()
         # Cancelled, failed or finished requests: late messages for them are dropped. Bounded: ids are
         # never reused, and a message can only be late by so much.
         self.dead: set[int] = set()
@@ -100,12 +112,29 @@ class Executor:
         self.start(msg.request, msg.instance, msg.walk, msg.inputs, msg.flow, msg.prior)
 
     def _on_data(self, msg: Data) -> None:
-        self.mailbox[(msg.request, msg.instance, msg.tag)] = msg.value
+        self._deliver((msg.request, msg.instance, msg.tag), msg.value)
         self._wake(msg.request, msg.instance, ("recv", msg.tag))
 
     def _on_kvdata(self, msg: KvData) -> None:
-        self.mailbox[(msg.request, msg.instance, msg.tag)] = msg.state
+        self._deliver((msg.request, msg.instance, msg.tag), msg.state)
         self._wake(msg.request, msg.instance, ("recv", msg.tag))
+
+    def _deliver(self, key: tuple[int, str, str], value: Any) -> None:
+        if key in self.mailbox:
+            self.mailbox_more.setdefault(key, deque()).append(value)
+        else:
+            self.mailbox[key] = value
+
+    def take(self, key: tuple[int, str, str]) -> Any:
+        """The next value for a RECV (the caller checked that there is one)."""
+        value = self.mailbox.pop(key)
+        if self.mailbox_more:
+            more = self.mailbox_more.get(key)
+            if more:
+                self.mailbox[key] = more.popleft()
+                if not more:
+                    del self.mailbox_more[key]
+        return value
 
     def _on_streamitems(self, msg: StreamItems) -> None:
         self.interp.stream_items(msg)
@@ -117,9 +146,13 @@ class Executor:
             if inst.waiting == ("credit", msg.stream):
                 self._make_ready(inst)
 
-    def _on_producerdone(self, msg: ProducerDone) -> None:
-        self.finished_flows.add((msg.request, msg.flow))
-        self.interp.close_streams_if_idle(msg.request, msg.flow)
+    def _on_flowended(self, msg: FlowEnded) -> None:
+        self.flow_ends[(msg.request, msg.flow)] = msg
+        self._flow_end_check((msg.request, msg.flow))
+
+    def _on_consumersended(self, msg: ConsumersEnded) -> None:
+        self.consumer_ends[(msg.request, msg.stream)] = msg.walks
+        self._consumers_end_check((msg.request, msg.stream))
 
     def _on_cancel(self, msg: Cancel) -> None:
         self.drop_request(msg.request)
@@ -138,7 +171,14 @@ class Executor:
         inst = Instance(request, key, walk, schedule.instructions, flow, dict(inputs), prior=prior)
         self.instances[(request, key)] = inst
         if flow is None:
-            self._make_ready(inst)
+            stream = self.rp.other_consumers.get(walk) if self.rp.other_consumers else None
+            if stream is None:
+                self._make_ready(inst)
+                return
+            queue = self.consumer_queue.setdefault((request, stream), [])
+            queue.append(inst)
+            queue.sort(key=lambda i: i.prior)
+            self._admit_head(queue, self.consumers_finished.get((request, stream), 0))
             return
         queue = self.flow_queue.setdefault((request, flow.flow), [])
         queue.append(inst)
@@ -147,7 +187,12 @@ class Executor:
 
     def _start_flow_head(self, request: int, flow: str) -> None:
         queue = self.flow_queue.get((request, flow))
-        if queue and not queue[0].admitted and queue[0].prior == self.flow_finished.get((request, flow), 0):
+        if queue:
+            self._admit_head(queue, self.flow_finished.get((request, flow), 0))
+
+    def _admit_head(self, queue: list[Instance], finished: int) -> None:
+        """Start the first instance of an ordered queue once every instance before it has finished."""
+        if not queue[0].admitted and queue[0].prior == finished:
             queue[0].admitted = True
             self._make_ready(queue[0])
 
@@ -169,6 +214,9 @@ class Executor:
         self.instances.pop((inst.request, inst.key), None)
         if inst.flow is None:
             self.interp.consumer_finished(inst)
+            stream = self.rp.other_consumers.get(inst.walk) if self.rp.other_consumers else None
+            if stream is not None:
+                self._other_consumer_finished((inst.request, stream), inst)
             return
         key = (inst.request, inst.flow.flow)
         queue = self.flow_queue.get(key)
@@ -179,7 +227,36 @@ class Executor:
                 self._start_flow_head(*key)
             else:
                 del self.flow_queue[key]
-                self.interp.close_streams_if_idle(inst.request, inst.flow.flow)
+            if self.flow_ends:
+                self._flow_end_check(key)
+
+    def _flow_end_check(self, key: tuple[int, str]) -> None:
+        """An ended flow whose instances have all finished here: close its streams behind this rank's
+        items, and tell the coordinator when it waits for this rank's outputs."""
+        end = self.flow_ends.get(key)
+        if end is None or self.flow_finished.get(key, 0) < end.walks:
+            return
+        del self.flow_ends[key]
+        self.interp.close_streams(end.request, end.flow)
+        if end.report:
+            self.send(COORDINATOR, Drained(end.request, self.rank, flow=end.flow))
+
+    def _other_consumer_finished(self, key: tuple[int, str], inst: Instance) -> None:
+        finished = self.consumers_finished[key] = self.consumers_finished.get(key, 0) + 1
+        queue = self.consumer_queue.get(key)
+        if queue and queue[0] is inst:
+            queue.pop(0)
+            if queue:
+                self._admit_head(queue, finished)
+            else:
+                del self.consumer_queue[key]
+        self._consumers_end_check(key)
+
+    def _consumers_end_check(self, key: tuple[int, str]) -> None:
+        walks = self.consumer_ends.get(key)
+        if walks is not None and self.consumers_finished.get(key, 0) >= walks:
+            del self.consumer_ends[key]
+            self.send(COORDINATOR, Drained(key[0], self.rank, stream=key[1]))
 
     def fail(self, request: int, error: str) -> None:
         self.send(COORDINATOR, Failed(request, self.rank, error))
@@ -196,13 +273,11 @@ class Executor:
         for key in [k for k in self.instances if k[0] == request]:
             self.instances.pop(key).alive = False
         self.ready = deque(i for i in self.ready if i.request != request)
-        for key in [k for k in self.mailbox if k[0] == request]:
-            del self.mailbox[key]
-        for key in [k for k in self.flow_queue if k[0] == request]:
-            del self.flow_queue[key]
-        for key in [k for k in self.flow_finished if k[0] == request]:
-            del self.flow_finished[key]
-        self.finished_flows = {k for k in self.finished_flows if k[0] != request}
+        for table in (self.mailbox, self.mailbox_more, self.flow_queue, self.flow_finished, self.flow_ends,
+                      self.consumer_queue, self.consumers_finished, self.consumer_ends):
+            if table:
+                for key in [k for k in table if k[0] == request]:
+                    del table[key]
         self.streams.drop(request)
         self.interp.forget(request)
         self.output_seq.pop(request, None)
@@ -306,17 +381,25 @@ class Executor:
         self.output_seq[request] = seq + 1
         return seq
 
-    def flow_done(self, request: int, flow: str) -> None:
-        self.send(COORDINATOR, FlowDone(request, flow))
-        ranks = {r for s in self.rp.fed_by_flow.get(flow, []) for r in self.rp.streams[s].producer_ranks}
-        for r in sorted(ranks):
-            self.post(r, ProducerDone(request, flow))
+    def flow_done(self, request: int, flow: str, on_rank: dict[int, int]) -> None:
+        """The flow's last walk ran NEXT here. `on_rank`: how many of the flow's walk instances each rank got.
+
+        The coordinator must not end the request on this FlowDone alone: another rank of the flow's walks
+        may still be running them and emitting (NEXT does not wait for a walk's other ranks), and its
+        Outputs travel on its own socket, which nothing orders against this one. So every other rank that
+        emits in the flow's walks, and ran any, reports `Drained` once it has finished them; this rank's
+        own outputs are already ahead of the FlowDone (NEXT is the last instruction of its schedule, and
+        its earlier walks of the flow finished before this one started)."""
+        drains = [r for r in self.rp.flow_emitters.get(flow, ()) if r != self.rank and on_rank.get(r, 0)]
+        self.send(COORDINATOR, FlowDone(request, flow, drains))
+        for r in sorted(set(self.rp.flow_producers.get(flow, ())).union(drains)):
+            self.post(r, FlowEnded(request, flow, on_rank.get(r, 0), r in drains))
 
     def counters(self) -> dict[str, int]:
         out = {
             "instances": len(self.instances),
             "requests": len(self.requests),
-            "mailbox": len(self.mailbox),
+            "mailbox": len(self.mailbox) + sum(len(q) for q in self.mailbox_more.values()),
             "stream_ends": self.streams.count(),
             **self.stats,
         }

@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING, Any
 from wgc.runtime.component import Component
 from wgc.runtime.exprs import evaluator
 from wgc.runtime.flows.table import FlowError
-from wgc.runtime.messages import Data, KvData, Output, StartWalk, StreamCredit, StreamDone, StreamItems
+from wgc.runtime.messages import (
+    ConsumersEnded,
+    Data,
+    KvData,
+    Output,
+    StartWalk,
+    StreamCredit,
+    StreamDone,
+    StreamItems,
+)
 from wgc.runtime.request_env import RequestEnv, const_table
 from wgc.runtime.streams.buffer import ENDED, WAITING
 from wgc.runtime.worker.flowstep import next_step, on_ranks
@@ -133,7 +142,7 @@ class Interpreter:
         key = (inst.request, inst.key, ins.tag)
         if key not in self.ex.mailbox:
             return Blocked(("recv", ins.tag))
-        inst.frame[ins.value] = self.ex.mailbox.pop(key)
+        inst.frame[ins.value] = self.ex.take(key)
         return None
 
     def _kvsend(self, inst: Instance, ins: m.KvSend) -> None:
@@ -144,7 +153,7 @@ class Interpreter:
         key = (inst.request, inst.key, ins.tag)
         if key not in self.ex.mailbox:
             return Blocked(("recv", ins.tag))
-        self.ex.components[ins.component].import_label(inst.request, ins.label, self.ex.mailbox.pop(key))
+        self.ex.components[ins.component].import_label(inst.request, ins.label, self.ex.take(key))
         return None
 
     def _emit(self, inst: Instance, ins: m.Emit) -> None:
@@ -327,7 +336,8 @@ class Interpreter:
                 break
             self._credit(request, spec.name, end, before)
             walk = self.ex.rp.walks[spec.consumer_walk]
-            key = f"{spec.name}/{walk.name}#{end.fired}"
+            chunk_no = end.fired
+            key = f"{spec.name}/{walk.name}#{chunk_no}"
             end.fired += 1
             end.live.add(key)
             arg = self.ex.rp.inputs.get((self.ex.rank, walk.name), [])
@@ -337,7 +347,8 @@ class Interpreter:
                 if r == self.ex.rank:
                     self.ex.start(request, key, walk.name, {a: chunk.value for a in arg} or inputs, None)
                 else:
-                    self.ex.post(r, StartWalk(request, key, walk.name, inputs, None))
+                    # The walk's other ranks run its instances in chunk order (`prior`), one at a time.
+                    self.ex.post(r, StartWalk(request, key, walk.name, inputs, None, chunk_no))
         self._report_stream_done(request, spec, end)
 
     def _credit(self, request: int, stream: str, end, before: int) -> None:
@@ -356,13 +367,16 @@ class Interpreter:
     def _report_stream_done(self, request: int, spec: m.StreamSpec, end) -> None:
         if end.buffer.drained and not end.live and not end.done_reported:
             end.done_reported = True
-            self.ex.send(-1, StreamDone(request, spec.name))
+            # The consumer walk's other ranks that emit may still be running its instances: the
+            # coordinator waits for a Drained from each (see Executor.flow_done for why).
+            drains = self.ex.rp.consumer_emitters.get(spec.name, []) if end.fired else []
+            self.ex.send(-1, StreamDone(request, spec.name, drains))
+            for r in drains:
+                self.ex.post(r, ConsumersEnded(request, spec.name, end.fired))
 
-    def close_streams_if_idle(self, request: int, flow: str) -> None:
-        """After its flow finished, a producer rank closes the flow's streams behind its last items."""
-        if (request, flow) not in self.ex.finished_flows or (request, flow) in self.ex.flow_queue:
-            return
-        self.ex.finished_flows.discard((request, flow))
+    def close_streams(self, request: int, flow: str) -> None:
+        """After its flow ended and its instances here finished, a producer rank closes the flow's
+        streams behind its last items."""
         for stream in self.ex.rp.fed_by_flow.get(flow, []):
             spec = self.ex.rp.streams[stream]
             if self.ex.rank in spec.producer_ranks:
@@ -388,7 +402,7 @@ class Interpreter:
         except FlowError as err:
             raise self._error(inst, str(err)) from None
         if step is None:
-            self.ex.flow_done(inst.request, inst.flow.flow)
+            self.ex.flow_done(inst.request, inst.flow.flow, inst.flow.on_rank)
             return
         spec = self.ex.rp.walks[step.walk]
         state, prior = on_ranks(step, spec.ranks)

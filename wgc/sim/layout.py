@@ -1,15 +1,17 @@
 """A plan indexed for interpretation: each (rank, walk) schedule with its loop jump table.
 
 Building it checks the plan's shape: every LOOP has one ENDLOOP after it with
-the same loop id, properly nested; every rank a walk names has a schedule for
-it and no other rank does; streams and consumer walks exist.
+the same loop id, properly nested; a NEXT is the last instruction of its
+schedule (the runtime reports a flow finished at its NEXT, and counts on the
+end rank's outputs being sent by then); every rank a walk names has a schedule
+for it and no other rank does; streams and consumer walks exist.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wgc.plan.model import EndLoop, Instr, Loop, Plan, WalkSchedule, WalkSpec
+from wgc.plan.model import EndLoop, Instr, Loop, Next, Plan, WalkSchedule, WalkSpec
 from wgc.sim.errors import Location, SimulationError
 
 
@@ -72,6 +74,9 @@ class PlanIndex:
                                           locate(self.plan, rank, s.walk, i, instr))
                 loop_id, start = open_loops.pop()
                 jumps[start], jumps[i] = i, start
+            elif isinstance(instr, Next) and i != len(s.instructions) - 1:
+                raise SimulationError("NEXT is not the last instruction of the schedule",
+                                      locate(self.plan, rank, s.walk, i, instr))
         if open_loops:
             loop_id, start = open_loops[-1]
             raise SimulationError(f"LOOP {loop_id} has no ENDLOOP", locate(self.plan, rank, s.walk, start,

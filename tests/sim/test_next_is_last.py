@@ -1,0 +1,26 @@
+"""A NEXT is the last instruction of its schedule: the runtime reports the flow finished at NEXT and counts
+on the end rank's own outputs being sent by then (docs/plan.md, walk instances and ranks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.sim.plans import emit, ev, free, make_plan, nxt
+from wgc.plan.model import ELit
+from wgc.sim.errors import SimulationError
+from wgc.sim.request import make_request
+from wgc.sim.simulator import simulate
+
+
+def test_an_emit_after_next_is_a_plan_error() -> None:
+    plan = make_plan({"w": {0: [ev("a", ELit(1)), nxt(), emit("text", "a", line=4)]}})
+    with pytest.raises(SimulationError, match=r"instruction 1 \(next\).*NEXT is not the last instruction"):
+        simulate(plan, make_request())
+
+
+def test_anything_after_next_is_a_plan_error_and_next_last_is_fine() -> None:
+    after = make_plan({"w": {0: [ev("a", ELit(1)), nxt(), free("a")]}})
+    with pytest.raises(SimulationError, match="NEXT is not the last instruction"):
+        simulate(after, make_request())
+    last = make_plan({"w": {0: [ev("a", ELit(1)), emit("text", "a"), free("a"), nxt()]}})
+    assert simulate(last, make_request()) == {"text": [1]}
