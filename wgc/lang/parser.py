@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
+import operator
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,6 +121,8 @@ def _keyword_as_name(err: UnexpectedInput) -> bool:
 def _too_deep(source: str, file: str) -> Diagnostic | None:
     """Reject absurd nesting before parsing: every later pass walks the tree recursively."""
     limit = settings.max_nesting()
+    if _deepest(source) <= limit:
+        return None
     depth = 0
     for m in _BRACKETS.finditer(source):
         ch = m.group()
@@ -136,6 +140,22 @@ def _too_deep(source: str, file: str) -> Diagnostic | None:
         elif ch in ")]}":
             depth = max(0, depth - 1)
     return None
+
+
+def _deepest(source: str) -> int:
+    """The deepest bracket nesting outside strings and comments, a stray closer counting as none,
+    in C-level passes (a large program has tens of thousands of brackets): with depth d the running
+    sum of +1/-1 and m its running minimum (from 0), the depth at each bracket is d - m."""
+    deltas = list(map(_DELTAS.get, _BRACKETS.findall(source), itertools.repeat(0)))
+    if not deltas:
+        return 0
+    sums = list(itertools.accumulate(deltas))
+    lows = itertools.accumulate(sums, min, initial=0)
+    next(lows)  # the initial 0 pairs with nothing; min(0, ...) is already in every later value
+    return max(map(operator.sub, sums, lows))
+
+
+_DELTAS = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
 
 
 def _describe_expected(expected: set[str]) -> str:

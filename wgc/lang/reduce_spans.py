@@ -8,10 +8,10 @@ rule's children before lark filters out keywords and punctuation, so the span ru
 to the last token of the rule, keywords included, and leaves it where the builder's method reads it
 (`parse_state().position`).
 
-A child's position comes from a token, an AST node's `span`, or a table kept for the duration of
-one parse: for values that carry no span (a tuple of names, an inlined rule's tree) and for a node
-passed up through brackets, whose parent spans from the opening bracket (lark's "container"
-position). Rules marked `?` that reduce to their only child are passed straight through: the child
+A child's position comes from a token, an AST node's `span`, an inlined rule's tree (from its own
+children, when asked), or a table kept for the duration of one parse: for values that carry no
+span (a tuple of names) and for a node passed up through brackets, whose parent spans from the
+opening bracket (lark's "container" position). Rules marked `?` that reduce to their only child are passed straight through: the child
 is positioned already. Positions are plain tuples (line, column, end_line, end_column); the builder turns the
 few it keeps into `Span`s.
 """
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from lark import Lark, Token
+from lark import Lark, Token, Tree
 
 Position = tuple[int, int, int, int]
 
@@ -62,12 +62,20 @@ def install(parser: Lark) -> Lark:
         passes_child = bool(rule.options.expand1) and not rule.alias
         if passes_child and _is_unit(rule):
             lalr.callbacks[rule] = only_child  # `?expr: or_expr`: nothing to build, nothing to position
+        elif _inlined_without_filtering(rule):
+            pass  # its tree (spliced into the parent) is positioned from its children when asked
         else:
             lalr.callbacks[rule] = _wrap(callback, passes_child)
     return parser
 
 
 only_child = operator.itemgetter(0)  # the value of a unit rule (fast_lalr skips calling it at all)
+
+
+def _inlined_without_filtering(rule: Any) -> bool:
+    """An inlined rule (`_stmt`, a repetition lark generates) that keeps all its symbols: its tree's
+    children are all it matched, so their first and last positions are its span."""
+    return rule.origin.name.startswith("_") and not any(s.is_term and s.filter_out for s in rule.expansion)
 
 
 def _is_unit(rule: Any) -> bool:
@@ -127,4 +135,6 @@ def _position(value: Any, unmarked: dict[int, tuple[Any, Position]] | None) -> P
     span = getattr(value, "span", None)
     if span is not None:
         return (span.line, span.column, span.end_line, span.end_column)
+    if type(value) is Tree:  # an inlined rule's, left unpositioned at its reduction
+        return _span_of(value.children, unmarked)
     return None
