@@ -62,7 +62,13 @@ class Component:
         """What was loaded, for the start-up log (`tiny preset, random weights`, a weights directory)."""
         return ""
 
-    # ---- start-up: CUDA graphs ---------------------------------------------------------------
+    # ---- start-up: warm-up, CUDA graphs -----------------------------------------------------
+
+    def warm_up(self, progress: Callable[[str], None]) -> None:
+        """Run the shapes this component will see once, before the rank reports ready, so that no
+        request pays a first-call cost (a CPU convolution builds its kernels per input shape:
+        100-200 ms for each new batch size). `progress` takes one line per step. Default: nothing."""
+
 
     def capture(self, entry: str, walk: str, buckets: list[int], progress: Callable[[str], None]) -> CaptureReport:
         """Capture CUDA graphs of `entry` (as `walk` runs it) for these batch buckets, largest first,

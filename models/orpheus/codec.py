@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +163,7 @@ class SnacDecoder(Component):
         self.sample_rate = int(self.model.sampling_rate)
         self.keep = (self.frame, 2 * self.frame)  # [2048:4096] at 24 kHz
         self.stats = {"windows": 0, "invalid_windows": 0}
+        self.buckets = batch_buckets(int(spec.settings.get("max_batch", 0) or 0) or DEFAULT_MAX_BATCH)
         what = f"{self.frame} samples per frame at {self.sample_rate} Hz on {device}"
         if fallback:  # one line, the only one: what runs and why
             log.warning("orpheus %s: no weights given (WGC_SNAC_DIR unset), running the tiny SNAC with random "
@@ -195,13 +196,38 @@ class SnacDecoder(Component):
         return out
 
     def decode_codes(self, codes: Tensor) -> Tensor:
-        """[B, 7F] valid codes → [B, F * frame] samples: SNAC's decode of the whole sequence at once."""
+        """[B, 7F] valid codes → [B, F * frame] samples: SNAC's decode of the whole sequence at once.
+
+        The batch is padded (with copies of its first row, dropped after) to the next of a few
+        batch sizes (`batch_buckets`), so that the convolutions see few shapes, each built once at
+        warm-up rather than on a request's path (a new batch size costs 100-200 ms on CPU)."""
+        rows = codes.shape[0]
+        padded = next((b for b in self.buckets if b >= rows), rows)
+        if padded > rows:
+            codes = torch.cat([codes, codes[:1].expand(padded - rows, -1)])
         levels = [lv.to(self.torch_device) for lv in split_levels(codes)]
         with torch.no_grad():
-            return self.model.decode(levels)[:, 0]  # [B, F * frame]
+            return self.model.decode(levels)[:rows, 0]  # [B, F * frame]
+
+    def warm_up(self, progress: Callable[[str], None]) -> None:
+        """Decode one window at every batch bucket (silence's codes), largest first."""
+        window = torch.tensor([AUDIO_BASE + CODEBOOK * (k % FRAME) for k in range(WINDOW)])
+        for bucket in sorted(self.buckets, reverse=True):
+            self.decode_codes(token_codes(window.expand(bucket, -1)))
+        progress(f"decoded batch sizes {','.join(str(b) for b in self.buckets)}")
 
     def counters(self) -> dict[str, int]:
         return dict(self.stats)
+
+
+DEFAULT_MAX_BATCH = 16  # when the plan sets no max_batch for the codec
+
+
+def batch_buckets(max_batch: int) -> list[int]:
+    """The batch sizes the codec runs at: 1, 2, 4, 8, then every multiple of 8, up to max_batch
+    (which is always one): padding wastes at most a few rows, and there are few shapes to warm."""
+    sizes = [b for b in (1, 2, 4) if b < max_batch] + list(range(8, max_batch, 8))
+    return [*sizes, max_batch]
 
 
 def _tokens(chunk: Any) -> list[int]:

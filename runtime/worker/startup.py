@@ -7,7 +7,8 @@
     ...
     rank 0: llm.decode captured buckets 32,16,8,4,2,1 (1.2 s)
 
-Components are built in plan order; then every CaptureSpec of the rank runs in graph order, its
+Components are built in plan order and warmed up (Component.warm_up: the shapes they will see run
+once, so no request pays a first-call cost); then every CaptureSpec of the rank runs in graph order, its
 buckets largest first (smaller graphs reuse the largest one's memory pool). A capture that raises
 is reported like a failed one (every bucket failed, the entry runs eagerly): start-up goes on, and
 the requests it serves run eagerly. Only a component that cannot be constructed stops the rank.
@@ -79,10 +80,31 @@ def capture_graphs(plan: Plan, rank: int, components: dict[str, Component], prog
     return out
 
 
+def warm_up(rank: int, components: dict[str, Component], progress: Progress) -> None:
+    """Each component's warm-up (Component.warm_up), timed; a failure is reported, never fatal
+    (the component still works, its first calls are only slower)."""
+    for name, comp in components.items():
+        t0 = time.perf_counter()
+        lines: list[str] = []
+
+        def say(line: str, name: str = name, lines: list[str] = lines) -> None:
+            lines.append(line)
+            progress(f"rank {rank}: {name} {line}")
+
+        try:
+            comp.warm_up(say)
+        except Exception as err:  # noqa: BLE001 - a warm-up that fails costs speed, not correctness
+            progress(f"rank {rank}: {name} warm-up failed ({one_line(err)}); its first calls run cold")
+            continue
+        if lines:
+            progress(f"rank {rank}: {name} warmed up in {time.perf_counter() - t0:.1f} s")
+
+
 def start_rank(plan: Plan, rank: int, make: Make, progress: Progress) -> RankStart:
-    """Load every component of `rank`, then capture every CUDA graph the plan lists for it."""
+    """Load every component of `rank`, warm each up, then capture every CUDA graph the plan lists for it."""
     t0 = time.perf_counter()
     components = load_components(plan, rank, make, progress)
+    warm_up(rank, components, progress)
     t1 = time.perf_counter()
     captures = capture_graphs(plan, rank, components, progress)
     t2 = time.perf_counter()

@@ -95,6 +95,12 @@ def test_in_process_cluster_captures_every_spec_once_with_its_buckets_before_rea
     assert any(re.fullmatch(r"rank 0: llm\.decode captured buckets 4,2,1 \(0\.\d s\)", line) for line in lines)
     assert lines.index("rank 0: loading llm (tests.runtime.toys.Capturing) ...") < lines.index(
         "rank 0: llm.decode captured bucket 4")
+    # warm-up: each component's, after loading and before any capture; one that raises is reported, not fatal
+    assert len(llm.warmed) == 1 and llm.warmed[0] <= min(start for *_, start, _ in llm.captured)
+    assert "rank 0: llm warmed the toy's shapes" in lines
+    assert any(re.fullmatch(r"rank 0: llm warmed up in \d+\.\d s", line) for line in lines)
+    assert "rank 1: mix warm-up failed (RuntimeError: toy warm-up exploded); its first calls run cold" in lines
+    assert lines.index("rank 0: llm warmed the toy's shapes") < lines.index("rank 0: llm.decode captured bucket 4")
     # (d) the capture that raised: every bucket failed, the entry eager, and requests still served
     (add,) = cluster.captures[1]
     assert (add.name, add.report.state, add.report.captured) == ("mix.add", "eager", [])

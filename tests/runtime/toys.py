@@ -101,6 +101,11 @@ class Capturing(Counter):
     def __init__(self, spec, rank, device) -> None:
         super().__init__(spec, rank, device)
         self.captured: list[tuple[str, str, list[int], float, float]] = []
+        self.warmed: list[float] = []  # when each warm-up ended (time.time())
+
+    def warm_up(self, progress: Callable[[str], None]) -> None:
+        progress("warmed the toy's shapes")
+        self.warmed.append(time.time())
 
     def capture(self, entry: str, walk: str, buckets: list[int], progress: Callable[[str], None]) -> CaptureReport:
         start = time.time()
@@ -118,3 +123,6 @@ class ExplodingCapture(Mixer):
 
     def capture(self, entry: str, walk: str, buckets: list[int], progress: Callable[[str], None]) -> CaptureReport:
         raise ValueError(f"toy capture of {entry} exploded\nwith a second line")
+
+    def warm_up(self, progress: Callable[[str], None]) -> None:
+        raise RuntimeError("toy warm-up exploded")

@@ -155,3 +155,39 @@ def test_snac_directory_problems_are_one_line(tmp_path) -> None:
     with pytest.raises(WeightsError, match="unreadable") as info:
         SnacDecoder(snac_spec(), 0, "cpu", weights=tmp_path)
     assert "\n" not in str(info.value)
+
+
+def test_batch_buckets_are_few_and_end_at_max_batch() -> None:
+    from wgc.models.orpheus.codec import batch_buckets
+
+    assert batch_buckets(1) == [1]
+    assert batch_buckets(16) == [1, 2, 4, 8, 16]
+    assert batch_buckets(20) == [1, 2, 4, 8, 16, 20]
+    assert batch_buckets(64) == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+
+
+def test_a_batch_is_padded_to_its_bucket_and_each_window_decodes_as_alone(snac: SnacDecoder,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five windows run as a batch of 8 (copies of the first row, dropped after); each window's audio
+    is what it gives decoded on its own."""
+    gen = torch.Generator().manual_seed(3)
+    windows = [audio_tokens(torch.randint(0, 4096, (WINDOW,), generator=gen).tolist()) for _ in range(5)]
+    alone = [snac.decode([Call(1, "", (w,))])[0] for w in windows]
+    seen: list[int] = []
+    decode = snac.model.decode
+    monkeypatch.setattr(snac.model, "decode", lambda levels: seen.append(levels[0].shape[0]) or decode(levels))
+    together = snac.decode([Call(i, "", (w,)) for i, w in enumerate(windows)])
+    assert seen == [8]
+    assert len(together) == 5
+    for a, b in zip(alone, together):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+
+
+def test_warm_up_decodes_every_bucket_once_largest_first(snac: SnacDecoder, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+    decode = snac.model.decode
+    monkeypatch.setattr(snac.model, "decode", lambda levels: seen.append(levels[0].shape[0]) or decode(levels))
+    lines: list[str] = []
+    snac.warm_up(lines.append)
+    assert seen == [16, 8, 4, 2, 1]
+    assert lines == ["decoded batch sizes 1,2,4,8,16"]
