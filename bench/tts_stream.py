@@ -16,7 +16,10 @@ Per concurrency, for each side:
   the previous chunk's duration (the baseline sends one chunk per request: no gaps, shown as -).
 Goals (issue): >= 3x the baseline's audio-seconds per wall-second at concurrency 16; TTFA <= 1.5x
 the time of 28 decode steps plus one codec window, both measured here on the components directly
-at the same batch size. Each side runs --repeats times per concurrency; the best run counts.
+at the same batch size. Each side runs --repeats times per concurrency; the run with the most
+audio-seconds per wall-second is the one shown. The TTFA goal compares like with like on these
+noisy machines: the median over the runs of their TTFA p50, against the median of as many timings
+of the 28 steps and window.
 
 Audio timing is the tiny preset's: its SNAC frame is 512 samples at a nominal 6000 Hz, the real
 frame's 85.3 ms, so audio-seconds per token are those of real Orpheus. One torch thread by default
@@ -166,9 +169,9 @@ def _positions(frames: int) -> torch.Tensor:
 
 def reference_seconds(llm: LanguageModel, snac: SnacDecoder, batch: int, repeats: int = 3) -> float:
     """The TTFA yardstick at this batch size: 28 decode steps plus one codec call on `batch` windows,
-    run on the components directly (the fastest of `repeats`)."""
+    run on the components directly (the median of `repeats`)."""
     args = (TEMPERATURE, TOP_P, REPETITION_PENALTY)
-    best = float("inf")
+    times: list[float] = []
     for rep in range(repeats):
         requests = [10_000_000 + 100 * rep + i for i in range(batch)]
         tokens = llm.prefill([Call(r, "", (TEXTS[0], "tara", *args)) for r in requests])
@@ -179,10 +182,10 @@ def reference_seconds(llm: LanguageModel, snac: SnacDecoder, batch: int, repeats
             for w, t in zip(windows, tokens):
                 w.append(t)
         snac.decode([Call(r, "", (w,)) for r, w in zip(requests, windows)])
-        best = min(best, time.perf_counter() - start)
+        times.append(time.perf_counter() - start)
         for r in requests:
             llm.release(r)
-    return best
+    return statistics.median(times)
 
 
 def summarize(lines: list[Timeline], wall: float) -> dict[str, float | None]:
@@ -205,9 +208,11 @@ def summarize(lines: list[Timeline], wall: float) -> dict[str, float | None]:
 
 
 def best_of(repeats: int, once) -> dict[str, float | None]:
-    """Run a side `repeats` times; the run with the most audio-seconds per wall-second counts."""
+    """Run a side `repeats` times; the run with the most audio-seconds per wall-second is returned,
+    with `ttfa_runs` the median over all runs of their TTFA p50 (what the TTFA goal uses)."""
     runs = [summarize(*once()) for _ in range(repeats)]
-    return max(runs, key=lambda r: r["audio_per_s"])
+    ttfas = [r["ttfa_p50"] for r in runs if r["ttfa_p50"] is not None]
+    return {**max(runs, key=lambda r: r["audio_per_s"]), "ttfa_runs": statistics.median(ttfas) if ttfas else None}
 
 
 def run(levels: list[int], max_tokens: int, repeats: int = 2) -> list[dict]:
@@ -229,7 +234,8 @@ def run(levels: list[int], max_tokens: int, repeats: int = 2) -> list[dict]:
     for c in levels:
         ours = best_of(repeats, lambda c=c: run_wgc(plan, llm, snac, c, max_tokens))
         base = best_of(repeats, lambda c=c: run_baseline(hf_model, llm, snac, c, max_tokens))
-        rows.append({"concurrency": c, "wgc": ours, "baseline": base, "reference": reference_seconds(llm, snac, c)})
+        reference = reference_seconds(llm, snac, c, repeats=max(3, repeats))
+        rows.append({"concurrency": c, "wgc": ours, "baseline": base, "reference": reference})
     return rows
 
 
@@ -253,11 +259,11 @@ def markdown(rows: list[dict], max_tokens: int) -> str:
             out.append(f"| {r['concurrency']} | {side} | {_ms(s['ttfa_p50'])} | {_ms(s['ttfa_p90'])} | "
                        f"{_num(s['rtf_p50'])} | {_num(s['audio_per_s'])} | "
                        f"{'-' if s['viability'] is None else format(s['viability'], '.0%')} |")
-    out += ["", "| concurrency | throughput vs baseline | goal | TTFA p50 / (28 steps + 1 window) | goal |",
+    out += ["", "| concurrency | throughput vs baseline | goal | TTFA p50 / (28 steps + 1 window), medians of runs | goal |",
             "|---:|---:|---|---:|---|"]
     for r in rows:
         ratio = r["wgc"]["audio_per_s"] / r["baseline"]["audio_per_s"]
-        ttfa = r["wgc"]["ttfa_p50"]
+        ttfa = r["wgc"]["ttfa_runs"]
         ttfa_ratio = None if ttfa is None else ttfa / r["reference"]
         goal_tp = ("met" if ratio >= 3 else "missed") + " (>= 3x)" if r["concurrency"] == 16 else ""
         goal_ttfa = "-" if ttfa_ratio is None else ("met" if ttfa_ratio <= 1.5 else "missed") + " (<= 1.5x)"

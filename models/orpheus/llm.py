@@ -31,7 +31,8 @@ Planning ahead (`runtime/engines/plan_ahead.py`): after an eager decode step's f
 issued, the next step's batch is predicted (the same rows, one token longer, new pages taken from
 the allocator's free list) and its attention planned on a side thread; the next eager step uses
 that plan when its batch is the one predicted and plans synchronously otherwise. Every plan goes
-through `self.planner`; `plan_ahead=False` plans every step synchronously. Graph replays don't plan.
+through `self.planner`; it is on by default on CUDA only, and `plan_ahead=False` plans every step
+synchronously. Graph replays don't plan.
 """
 
 from __future__ import annotations
@@ -135,10 +136,13 @@ class LanguageModel(Component):
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
                  preset: str | None = None, seed: int | None = None, config: OrpheusConfig | None = None,
-                 graph_context: int = GRAPH_CONTEXT, plan_ahead: bool = True) -> None:
+                 graph_context: int = GRAPH_CONTEXT, plan_ahead: bool | None = None) -> None:
         """Weights from `weights` (a Hugging Face directory), else random ones for `preset` or `config`,
         else from WGC_ORPHEUS_DIR, else the tiny preset. `graph_context`: tokens a CUDA-graph decode covers.
-        `plan_ahead`: plan an eager decode step's attention while the previous step runs."""
+        `plan_ahead`: plan an eager decode step's attention while the previous step runs; by default
+        on CUDA only (on CPU the forward has finished before there is anything to overlap, and the
+        side thread only contends with the runtime for the GIL: the bench's decode steps ran 20-50%
+        slower with it)."""
         super().__init__(spec, rank, device)
         if spec.tp > 1:
             raise ValueError(f"orpheus {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented; "
@@ -181,7 +185,8 @@ class LanguageModel(Component):
         # FlashInfer's kernels take fp16/bf16: a float32 model (the tiny preset) keeps the torch path
         self.planner = PlanAhead(attention_backend(self.torch_device, c.heads, c.kv_heads, c.head_dim,
                                                    self.page_size, self.dtype,
-                                                   prefer_flashinfer=self.dtype != torch.float32), plan_ahead)
+                                                   prefer_flashinfer=self.dtype != torch.float32),
+                                 self.torch_device.type == "cuda" if plan_ahead is None else plan_ahead)
         self.seqs: dict[tuple[int, str], _Seq] = {}
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
         self.where = where = f"{num_pages} KV pages of {self.page_size} tokens on {device}"
