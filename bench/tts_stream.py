@@ -17,9 +17,9 @@ Per concurrency, for each side:
 Goals (issue): >= 3x the baseline's audio-seconds per wall-second at concurrency 16; TTFA <= 1.5x
 the time of 28 decode steps plus one codec window, both measured here on the components directly
 at the same batch size. Each side runs --repeats times per concurrency; the run with the most
-audio-seconds per wall-second is the one shown. The TTFA goal compares like with like on these
-noisy machines: the median over the runs of their TTFA p50, against the median of as many timings
-of the 28 steps and window.
+audio-seconds per wall-second is the one shown. The TTFA goal pairs each wgc run with a timing of
+the 28 steps and window taken right after it, and takes the median of the per-pair ratios: on
+these shared machines slow and fast spells then fall on both sides of a ratio, not between them.
 
 Audio timing is the tiny preset's: its SNAC frame is 512 samples at a nominal 6000 Hz, the real
 frame's 85.3 ms, so audio-seconds per token are those of real Orpheus. One torch thread by default
@@ -208,11 +208,20 @@ def summarize(lines: list[Timeline], wall: float) -> dict[str, float | None]:
 
 
 def best_of(repeats: int, once) -> dict[str, float | None]:
-    """Run a side `repeats` times; the run with the most audio-seconds per wall-second is returned,
-    with `ttfa_runs` the median over all runs of their TTFA p50 (what the TTFA goal uses)."""
-    runs = [summarize(*once()) for _ in range(repeats)]
-    ttfas = [r["ttfa_p50"] for r in runs if r["ttfa_p50"] is not None]
-    return {**max(runs, key=lambda r: r["audio_per_s"]), "ttfa_runs": statistics.median(ttfas) if ttfas else None}
+    """Run a side `repeats` times; the run with the most audio-seconds per wall-second counts."""
+    return best([summarize(*once()) for _ in range(repeats)])
+
+
+def best(runs: list[dict[str, float | None]]) -> dict[str, float | None]:
+    return max(runs, key=lambda r: r["audio_per_s"] or 0.0)
+
+
+def ttfa_ratio(runs: list[dict[str, float | None]], references: list[float]) -> float | None:
+    """The TTFA goal's measure: each run's TTFA p50 over the yardstick timed right after it, the
+    median of those ratios (pairs taken close in time, so that the machine's slow and fast spells
+    fall on both sides of a ratio rather than between them)."""
+    ratios = [r["ttfa_p50"] / ref for r, ref in zip(runs, references) if r["ttfa_p50"] is not None]
+    return statistics.median(ratios) if ratios else None
 
 
 def run(levels: list[int], max_tokens: int, repeats: int = 2) -> list[dict]:
@@ -232,10 +241,14 @@ def run(levels: list[int], max_tokens: int, repeats: int = 2) -> list[dict]:
     run_baseline(hf_model, llm, snac, 1, 14)
     rows = []
     for c in levels:
-        ours = best_of(repeats, lambda c=c: run_wgc(plan, llm, snac, c, max_tokens))
+        runs, references = [], []
+        for _ in range(repeats):
+            runs.append(summarize(*run_wgc(plan, llm, snac, c, max_tokens)))
+            references.append(reference_seconds(llm, snac, c, repeats=1))
         base = best_of(repeats, lambda c=c: run_baseline(hf_model, llm, snac, c, max_tokens))
-        reference = reference_seconds(llm, snac, c, repeats=max(3, repeats))
-        rows.append({"concurrency": c, "wgc": ours, "baseline": base, "reference": reference})
+        rows.append({"concurrency": c, "wgc": best(runs), "baseline": base,
+                     "reference": statistics.median(references), "ttfa_ratio": ttfa_ratio(runs, references),
+                     "ttfa_median": statistics.median(r["ttfa_p50"] for r in runs if r["ttfa_p50"] is not None)})
     return rows
 
 
@@ -259,16 +272,16 @@ def markdown(rows: list[dict], max_tokens: int) -> str:
             out.append(f"| {r['concurrency']} | {side} | {_ms(s['ttfa_p50'])} | {_ms(s['ttfa_p90'])} | "
                        f"{_num(s['rtf_p50'])} | {_num(s['audio_per_s'])} | "
                        f"{'-' if s['viability'] is None else format(s['viability'], '.0%')} |")
-    out += ["", "| concurrency | throughput vs baseline | goal | TTFA p50 / (28 steps + 1 window), medians of runs | goal |",
+    out += ["", "| concurrency | throughput vs baseline | goal | TTFA p50 / (28 steps + 1 window), median of paired runs "
+            "(medians ms) | goal |",
             "|---:|---:|---|---:|---|"]
     for r in rows:
         ratio = r["wgc"]["audio_per_s"] / r["baseline"]["audio_per_s"]
-        ttfa = r["wgc"]["ttfa_runs"]
-        ttfa_ratio = None if ttfa is None else ttfa / r["reference"]
+        ttfa, ratio_ttfa = r["ttfa_median"], r["ttfa_ratio"]
         goal_tp = ("met" if ratio >= 3 else "missed") + " (>= 3x)" if r["concurrency"] == 16 else ""
-        goal_ttfa = "-" if ttfa_ratio is None else ("met" if ttfa_ratio <= 1.5 else "missed") + " (<= 1.5x)"
+        goal_ttfa = "-" if ratio_ttfa is None else ("met" if ratio_ttfa <= 1.5 else "missed") + " (<= 1.5x)"
         out.append(f"| {r['concurrency']} | {ratio:.2f}x | {goal_tp} | "
-                   f"{_num(ttfa_ratio)}x ({_ms(ttfa)} / {_ms(r['reference'])} ms) | {goal_ttfa} |")
+                   f"{_num(ratio_ttfa)}x ({_ms(ttfa)} / {_ms(r['reference'])} ms) | {goal_ttfa} |")
     return "\n".join(out)
 
 
