@@ -19,7 +19,7 @@ SNIPPETS = json.loads((VSCODE / "snippets" / "walk.json").read_text())
 
 
 def test_manifest_contributes_the_walk_language() -> None:
-    for field in ("name", "displayName", "description", "version", "publisher", "license", "repository", "main"):
+    for field in ("name", "displayName", "description", "version", "publisher", "license", "main"):
         assert MANIFEST.get(field), f"package.json has no {field}"
     assert MANIFEST["engines"]["vscode"].startswith("^1.")
     assert (VSCODE / MANIFEST["main"]).is_file()
