@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.editors.helpers import LARK, MODELS, VIM, lark_keywords, need_vim, run, shown
+from tests.editors.helpers import LARK, MODELS, VIM, lark_keywords, need_vim, run, shown, unavailable
 
 TYPES = r"token|tokens|tensor|image|audio|video|text|action|scalar|seq|int|float|bool|str"
 
@@ -174,7 +174,7 @@ def editor(request: pytest.FixtureRequest) -> list[str]:
         return [need_vim(), "-es", "-N", "-u", "NONE", "-i", "NONE"]
     nvim = shutil.which("nvim")
     if nvim is None:
-        pytest.skip("`nvim` is not installed: the syntax is checked with Vim only")
+        unavailable("`nvim` is not installed (apt-get install neovim): the syntax is checked with Vim only")
     return [nvim, "--headless", "-es", "-u", "NONE", "-i", "NONE"]
 
 
