@@ -6,7 +6,7 @@ only in layout compare equal: `parse(fmt(p)) == parse(p)` is a plain `==`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from wgc.lang.span import Span
 
@@ -15,16 +15,22 @@ from wgc.lang.span import Span
 class Node:
     span: Span = field(compare=False, repr=False)
 
+    def __repr__(self) -> str:
+        # One repr for every node (the subclasses are declared with repr=False): generating one per
+        # class is a sixth of this module's import time, which every `wgc check` pays.
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"{type(self).__name__}({shown})"
+
 
 # ---- types ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class DimInt(Node):
     value: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TypeRef(Node):
     """`token`, `tokens`, `tensor[N, 64; bf16]`, `seq[token[16]]`: a name with arguments.
 
@@ -41,23 +47,23 @@ class TypeRef(Node):
 # ---- expressions ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Name(Node):
     id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class IntLit(Node):
     value: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class FloatLit(Node):
     value: float
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SizeLit(Node):
     """A parameter count such as `7.2B` (suffixes K, M, B, T)."""
 
@@ -65,53 +71,53 @@ class SizeLit(Node):
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class StrLit(Node):
     value: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class BoolLit(Node):
     value: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Attribute(Node):
     base: Expr
     attr: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Index(Node):
     base: Expr
     index: Expr
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class KeywordArg(Node):
     name: str
     value: Expr
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Call(Node):
     func: Expr
     args: tuple[Expr, ...]
     kwargs: tuple[KeywordArg, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Recv(Node):
     stream: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Unary(Node):
     op: str  # "-" or "not"
     operand: Expr
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Binary(Node):
     op: str  # + - * / % == != < <= > >= in and or
     left: Expr
@@ -125,47 +131,47 @@ Expr = Name | IntLit | FloatLit | SizeLit | StrLit | BoolLit | Attribute | Index
 # ---- statements -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Assign(Node):
     target: str
     value: Expr
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Send(Node):
     value: Expr
     stream: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Emit(Node):
     modality: str
     value: Expr
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Fork(Node):
     target: str
     source: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Return(Node):
     value: Expr
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ExprStmt(Node):
     call: Call
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Carry(Node):
     name: str
     init: Expr | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class YieldItem(Node):
     kind: str  # "terminal" or "accumulated"
     name: str
@@ -177,7 +183,7 @@ class YieldItem(Node):
         return self.alias or self.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Loop(Node):
     """`loop N {}` (until is None) or `loop until C max N {}` (a DynamicLoop).
 
@@ -198,7 +204,7 @@ class Loop(Node):
         return self.until is not None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Branch(Node):
     """One branch of a `parallel` block; `named` is False for a bare statement
     whose branch takes the name of the value it assigns."""
@@ -208,7 +214,7 @@ class Branch(Node):
     named: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Parallel(Node):
     branches: tuple[Branch, ...]
 
@@ -219,32 +225,32 @@ Stmt = Assign | Send | Emit | Fork | Return | ExprStmt | Loop | Parallel
 # ---- declarations -----------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Arg(Node):
     name: str
     type: TypeRef
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Entry(Node):
     name: str
     args: tuple[Arg, ...]
     returns: TypeRef | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Const(Node):
     name: str
     type: TypeRef
     value: Literal | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Labels(Node):
     names: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Attr(Node):
     """A component attribute (`weights = 7.2B`, `dtype = bf16`): data for placement."""
 
@@ -252,7 +258,7 @@ class Attr(Node):
     value: Literal | Name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Component(Node):
     name: str
     cls: tuple[str, ...]
@@ -272,18 +278,18 @@ class Component(Node):
         return tuple(m for m in self.members if isinstance(m, Attr))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Model(Node):
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Import(Node):
     module: tuple[str, ...]
     alias: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Param(Node):
     name: str
     type: str
@@ -292,19 +298,19 @@ class Param(Node):
     choices: tuple[Literal, ...] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PolicyArg(Node):
     name: str | None
     value: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Policy(Node):
     name: str
     args: tuple[PolicyArg, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Stream(Node):
     name: str
     type: TypeRef
@@ -319,7 +325,7 @@ class Stream(Node):
     after_end_span: Span | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Walk(Node):
     name: str
     args: tuple[Arg, ...]
@@ -332,14 +338,14 @@ class Walk(Node):
 # ---- flows ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class FlowNode(Node):
     """`start`, `done`, or a walk / each-block name."""
 
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Chain(Node):
     """`a -> b -> c when COND`: the condition guards leaving `a` along this chain."""
 
@@ -347,7 +353,7 @@ class Chain(Node):
     when: Expr | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class EachArm(Node):
     """`KIND -> w1 -> w2 when COND` inside an each-block (`_` matches any kind)."""
 
@@ -356,7 +362,7 @@ class EachArm(Node):
     when: Expr | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Each(Node):
     """`each NAME: VAR in EXPR { arms }`: runs, for every part in order, the first arm that matches."""
 
@@ -366,7 +372,7 @@ class Each(Node):
     arms: tuple[EachArm, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Flow(Node):
     name: str | None
     when: Expr | None
@@ -376,7 +382,7 @@ class Flow(Node):
 Decl = Model | Import | Param | Component | Stream | Walk | Flow
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Program(Node):
     decls: tuple[Decl, ...]
 
