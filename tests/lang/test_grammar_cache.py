@@ -96,18 +96,26 @@ def test_tampered_tables_with_the_right_key_are_rejected(warm_cache: Path) -> No
     # disk, another tool) must still be rejected rather than parse a different language.
     path = cache_file(warm_cache)
     blob = msgspec.msgpack.decode(path.read_bytes())
-    memo = blob["tables"]["memo"]
-    name_terminal = next(v for v in memo.values() if isinstance(v, dict) and v.get("name") == "NAME")
+    tables = msgspec.msgpack.decode(blob["tables"])
+    name_terminal = next(v for v in tables["memo"].values() if isinstance(v, dict) and v.get("name") == "NAME")
     name_terminal["pattern"]["value"] = "[a-z_][a-z0-9_]*"  # lower case only: `Probe` would not lex
+    blob["tables"] = msgspec.msgpack.encode(tables)  # the digest is left as it was
     damaged = msgspec.msgpack.encode(blob)
     path.write_bytes(damaged)
     _assert_rebuilt(warm_cache, damaged)
 
 
-def test_malformed_big_integer_in_cache_does_not_crash(warm_cache: Path) -> None:
+@pytest.mark.parametrize("payload", [b"not a number", b"", "\u0663".encode()], ids=["words", "empty", "arabic-digit"])
+def test_malformed_big_integer_in_cache_does_not_crash(warm_cache: Path, payload: bytes) -> None:
+    """A big-integer extension that is not decimal digits, in tables whose digest matches."""
+    import hashlib
+
     path = cache_file(warm_cache)
     blob = msgspec.msgpack.decode(path.read_bytes())
-    blob["tables"]["memo"]["bad"] = {"__wgc_bigint__": "not a number"}
+    tables = msgspec.msgpack.decode(blob["tables"], ext_hook=lambda code, data: msgspec.msgpack.Ext(code, data))
+    tables["memo"]["bad"] = msgspec.msgpack.Ext(1, payload)
+    blob["tables"] = msgspec.msgpack.encode(tables)
+    blob["digest"] = hashlib.sha256(blob["tables"]).hexdigest()
     damaged = msgspec.msgpack.encode(blob)
     path.write_bytes(damaged)
     _assert_rebuilt(warm_cache, damaged)

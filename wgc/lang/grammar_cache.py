@@ -26,7 +26,7 @@ from lark.lexer import TerminalDef
 
 from wgc import settings
 
-_BIG_INT = "__wgc_bigint__"  # msgpack integers stop at 2**64; regex widths can exceed it
+_BIG_INT = 1  # msgpack ext type of an integer past 64 bits (regex widths can be): its decimal digits
 # No propagate_positions: parser.py's builder runs inside the parser and takes spans from reduce_spans.
 _OPTIONS: dict[str, Any] = {"propagate_positions": False, "maybe_placeholders": True}
 
@@ -41,18 +41,19 @@ def _encode(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_encode(v) for v in obj]
     if isinstance(obj, int) and not isinstance(obj, bool) and obj >= 2**63:
-        return {_BIG_INT: str(obj)}
+        return msgspec.msgpack.Ext(_BIG_INT, str(obj).encode())
     return obj
 
 
-def _decode(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        if len(obj) == 1 and _BIG_INT in obj:
-            return int(obj[_BIG_INT])
-        return {k: _decode(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_decode(v) for v in obj]
-    return obj
+def _decode_ext(code: int, data: memoryview) -> int:
+    if code != _BIG_INT:
+        raise ValueError(f"unknown msgpack extension {code}")
+    return int(bytes(data).decode("ascii"))  # ValueError on anything but digits
+
+
+# Big integers come back through the decoder's extension hook, in C: no Python walk over the
+# tables (a recursive walk was a tenth of a cold `wgc check`).
+_TABLES = msgspec.msgpack.Decoder(ext_hook=_decode_ext)
 
 
 def _cache_path(key: str) -> Path:
@@ -68,16 +69,17 @@ def _read_cache(path: Path, key: str) -> dict[str, Any] | None:
     if not isinstance(blob, dict) or blob.get("key") != key:
         return None
     tables = blob.get("tables")
-    if blob.get("digest") != _digest(tables):
+    if not isinstance(tables, bytes) or blob.get("digest") != _digest(tables):
         return None  # the tables changed on disk: they might describe another language
     try:
-        return _decode(tables)
-    except (ValueError, TypeError):
+        decoded = _TABLES.decode(tables)
+    except (ValueError, TypeError, msgspec.DecodeError):
         return None
+    return decoded if isinstance(decoded, dict) else None
 
 
-def _digest(tables: Any) -> str:
-    return hashlib.sha256(msgspec.msgpack.encode(tables)).hexdigest()
+def _digest(tables: bytes) -> str:
+    return hashlib.sha256(tables).hexdigest()
 
 
 def _write_cache(path: Path, key: str, tables: dict[str, Any]) -> None:
@@ -86,7 +88,7 @@ def _write_cache(path: Path, key: str, tables: dict[str, Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".walk-grammar-")
         with os.fdopen(fd, "wb") as f:
-            encoded = _encode(tables)
+            encoded = msgspec.msgpack.encode(_encode(tables))
             f.write(msgspec.msgpack.encode({"key": key, "digest": _digest(encoded), "tables": encoded}))
         os.replace(tmp, path)
     except OSError:
