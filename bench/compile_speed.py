@@ -179,6 +179,21 @@ def phases(text: str, runs: int) -> dict[str, float] | None:
     }
 
 
+def versus_lark(text: str, runs: int) -> dict[str, float]:
+    """Median seconds to parse `text` with wgc's parser and with the same grammar and AST builder
+    run lark's own way (a tree with lark's positions, then a Transformer: wgc/lang/reference_parser.py),
+    the two interleaved run by run so that the machine's slow spells fall on both."""
+    from wgc.lang.parser import parse
+    from wgc.lang.reference_parser import reference_parse
+
+    ours: list[float] = []
+    theirs: list[float] = []
+    for _ in range(runs):
+        ours.extend(_samples(lambda: parse(text, "generated.walk"), 1))
+        theirs.extend(_samples(lambda: reference_parse(text, "generated.walk"), 1))
+    return {"wgc": statistics.median(ours), "lark": statistics.median(theirs)}
+
+
 def models() -> list[Path]:
     return sorted((ROOT / "models").glob("*.walk"))
 
@@ -239,7 +254,7 @@ def cold_processes(model: Path, runs: int) -> list[Process]:
 
 
 def markdown(timings: list[Timing], procs: list[Process], generated: Timing, cold: Process,
-             split: dict[str, float] | None = None) -> str:
+             split: dict[str, float] | None = None, versus: dict[str, float] | None = None) -> str:
     out = ["## Parse + check (in process)", "",
            "| program | lines | median ms | best ms | lines/s (median) | runs |", "|---|---:|---:|---:|---:|---:|"]
     for t in timings:
@@ -249,6 +264,14 @@ def markdown(timings: list[Timing], procs: list[Process], generated: Timing, col
         total = sum(split.values())
         out += ["", f"Where the time goes on {generated.name}:", "", "| phase | median ms | share |", "|---|---:|---:|"]
         out += [f"| {name} | {sec * 1000:.0f} | {sec / total:.0%} |" for name, sec in split.items()]
+    if versus:
+        out += ["", f"Parse only, {generated.name}: wgc's parser against the same grammar and AST builder run "
+                "lark's own way (tree + positions + Transformer), interleaved in this process:", "",
+                "| parser | median ms | lines/s | ratio |", "|---|---:|---:|---:|",
+                f"| wgc | {versus['wgc'] * 1000:.0f} | {generated.lines / versus['wgc']:,.0f} | "
+                f"{versus['lark'] / versus['wgc']:.2f}x |",
+                f"| lark's own way (baseline) | {versus['lark'] * 1000:.0f} | {generated.lines / versus['lark']:,.0f} "
+                "| 1.00x |"]
     out += ["", "## Process wall time", "", "| process | median ms | best ms | runs |", "|---|---:|---:|---:|"]
     for p in procs:
         out.append(f"| {p.name} | {p.median_ms:.0f} | {p.best_ms:.0f} | {p.runs} |")
@@ -316,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     generated = time_check(f"generated ({line_count(text):,} lines)", text, args.generated_runs)
     timings.append(generated)
     split = phases(text, args.generated_runs)
+    versus = versus_lark(text, args.generated_runs)
 
     cold_model = ROOT / "models" / args.cold_model
     if not cold_model.is_file():
@@ -327,12 +351,13 @@ def main(argv: list[str] | None = None) -> int:
     procs = cold_processes(cold_model, args.cold_runs)
     cold = procs[2]
 
-    print(markdown(timings, procs, generated, cold, split))
+    print(markdown(timings, procs, generated, cold, split, versus))
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "compile_speed.json").write_text(json.dumps({
         "programs": [{**asdict(t), "lines_per_s": t.lines_per_s} for t in timings],
         "processes": [asdict(p) for p in procs],
         "generated_phases_s": split,
+        "generated_parse_vs_lark_s": versus,
         "goals": {"lines_per_s": THROUGHPUT_GOAL, "cold_ms": COLD_GOAL_MS},
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),

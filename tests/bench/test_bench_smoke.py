@@ -53,3 +53,12 @@ def test_phase_split_runs(compile_speed: ModuleType) -> None:
     split = compile_speed.phases(compile_speed.generate_program(100), runs=1)
     assert split is not None and set(split) == {"parse (lex + LALR + AST)", "checker"}
     assert all(seconds > 0 for seconds in split.values())
+
+
+def test_versus_lark_times_both_parsers_and_reports_the_ratio(compile_speed: ModuleType) -> None:
+    versus = compile_speed.versus_lark(compile_speed.generate_program(100), runs=1)
+    assert set(versus) == {"wgc", "lark"} and all(seconds > 0 for seconds in versus.values())
+    timing = compile_speed.Timing("generated (100 lines)", 100, 0.001, 1)
+    procs = [compile_speed.Process(f"p{i}", 100.0 + i, 1) for i in range(4)]
+    report = compile_speed.markdown([timing], procs, timing, procs[2], versus={"wgc": 0.5, "lark": 2.0})
+    assert "| wgc | 500 | 200 | 4.00x |" in report and "| lark's own way (baseline) | 2000 | 50 | 1.00x |" in report

@@ -1,8 +1,8 @@
 """The written-out parser loops (reduce_spans, fast_lexer, fast_lalr) against lark run its own way.
 
-The reference is built here with lark's public API only: the same grammar, the same lexer
-callbacks and error recovery, `propagate_positions=True`, a parse tree, then a Transformer that
-hands the same AstBuilder methods lark's positions. For every input — the shipped models, every
+The reference (wgc/lang/reference_parser.py) uses lark's public API only: the same grammar, the
+same lexer callbacks and error recovery, `propagate_positions=True`, a parse tree, then a
+Transformer that hands the same AstBuilder methods lark's positions. For every input — the shipped models, every
 test program, and a few hundred mutations of them — the two must give the same AST with the same
 span on every node, the same comments, or a syntax error at the same place.
 """
@@ -10,58 +10,19 @@ span on every node, the same comments, or a syntax error at the same place.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import random
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lark import Lark, Transformer
-from lark.exceptions import UnexpectedInput
 
 from wgc.lang import parser as fast
-from wgc.lang.builder import AstBuilder, current_file
-from wgc.lang.grammar_cache import grammar_text
+from wgc.lang.reference_parser import reference_parse
 
 ROOT = Path(__file__).resolve().parents[2]
 # Programs nested too deep are rejected before either parser runs: nothing to compare.
 PROGRAMS = sorted(p for p in {*ROOT.glob("models/*.walk"), *ROOT.glob("tests/**/*.walk")}
                   if fast._too_deep(p.read_text(), "t.walk") is None)
-
-
-class _TreeBuilder(Transformer):
-    """The AstBuilder's methods over lark's tree, `meta` turned into the builder's position tuple."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.builder = AstBuilder()
-
-    def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
-        method = getattr(self.builder, str(data))
-        position = None if meta.empty else (meta.line, meta.column, meta.end_line, meta.end_column)
-        return method(position, children)
-
-
-@functools.cache
-def _reference() -> Lark:
-    callbacks = {"COMMENT": fast._collect_comment, "NAME": fast._reserve_declaration_words}
-    return Lark(grammar_text(), parser="lalr", lexer="contextual", propagate_positions=True,
-                maybe_placeholders=True, lexer_callbacks=callbacks)
-
-
-def _reference_parse(text: str) -> tuple[Any, list[Any], UnexpectedInput | None]:
-    """(program, comments, None) or (None, comments, the syntax error)."""
-    sink: list[Any] = []
-    file_token = current_file.set("t.walk")
-    comments_token = fast._comments.set(sink)
-    try:
-        tree = _reference().parse(text, on_error=fast._keyword_as_name)
-        return _TreeBuilder().transform(tree), sink, None
-    except UnexpectedInput as err:
-        return None, sink, err
-    finally:
-        current_file.reset(file_token)
-        fast._comments.reset(comments_token)
 
 
 def _spans(node: Any, out: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -82,7 +43,7 @@ def _spans(node: Any, out: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 
 def _agree(text: str) -> None:
     ours = fast.parse(text, "t.walk")
-    program, comments, error = _reference_parse(text)
+    program, comments, error = reference_parse(text, "t.walk")
     assert [(c.text, c.span) for c in ours.comments] == [(c.text, c.span) for c in comments]
     if error is None:
         assert ours.program is not None, ours.diagnostics
