@@ -173,3 +173,78 @@ def test_document_symbols_nest_entries_under_components(bagel: Analysis) -> None
     assert llm.selection_range.start == types.Position(line=line_of(BAGEL, "component llm:") - 1, character=10)
     flow = next(s for s in syms if s.name == "flow")
     assert [c.name for c in flow.children or []] == ["prompt"]
+
+
+# ---- while the text does not parse: the last analysis that did, mapped (document.View) ----------
+
+
+def test_a_broken_document_is_viewed_through_its_last_good_analysis() -> None:
+    from wgc.lsp.document import Documents
+
+    docs = Documents()
+    docs.update("file:///t.walk", BAGEL, "t.walk")
+    view = docs.view("file:///t.walk")
+    assert view is not None and not view.stale and view.index is docs.get("file:///t.walk").index  # type: ignore[union-attr]
+
+    broken = "# a\n# b\n" + BAGEL.replace("walk decode() {", "walk decode( {")
+    current = docs.update("file:///t.walk", broken, "t.walk")
+    assert current.program is None and current.index.occurrences == []  # the analysis itself: no index
+    view = docs.view("file:///t.walk")
+    assert view is not None and view.stale and view.text == broken and view.program is not None
+    occ = view.index.at(line_of(broken, "x = vit.encode(img)"), len("    x = vit.encode(") + 1)
+    assert occ is not None and occ.key == ("value", "prefill_vit", "img")
+    [decl] = view.index.definitions(("component", "vit"))
+    assert decl.span.line == line_of(broken, "component vit:") == line_of(BAGEL, "component vit:") + 2
+    assert docs.view("file:///t.walk") is view  # built once per text
+    [walk] = view.index.definitions(("walk", "decode"))  # on the edited line, but the edit is past it
+    assert (walk.span.line, walk.span.column) == (line_of(broken, "walk decode( {"), len("walk ") + 1)
+    typed = broken.replace("x = vit.encode(img)", "x = vit.encode(imgs")
+    docs.update("file:///t.walk", typed, "t.walk")
+    view = docs.view("file:///t.walk")
+    assert view is not None and view.stale
+    assert view.index.at(line_of(typed, "x = vit.encode(imgs"), len("    x = vit.encode(") + 1) is None
+    assert view.index.at(line_of(typed, "x = vit.encode(imgs"), len("    x = ") + 1) is not None  # vit
+
+    fixed = broken.replace("walk decode( {", "walk decode() {")
+    docs.update("file:///t.walk", fixed, "t.walk")
+    view = docs.view("file:///t.walk")
+    assert view is not None and not view.stale and view.index.definitions(("walk", "decode"))
+    docs.close("file:///t.walk")
+    assert docs.view("file:///t.walk") is None
+
+
+def test_a_crashed_analysis_is_viewed_through_the_last_good_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wgc.lsp import document
+    from wgc.lsp.document import Documents
+
+    docs = Documents()
+    docs.update("file:///t.walk", BAGEL, "t.walk")
+
+    def crash(text: str, file: str) -> None:
+        raise OverflowError("boom")
+
+    monkeypatch.setattr(document, "parse", crash)
+    changed = BAGEL.replace("param think: bool = false\n", "")
+    assert docs.update("file:///t.walk", changed, "t.walk").error is not None
+    view = docs.view("file:///t.walk")
+    assert view is not None and view.stale
+    [steps] = view.index.definitions(("param", "steps"))
+    assert steps.span.line == line_of(changed, "param steps:")
+    assert view.index.definitions(("param", "think")) == []
+
+
+def test_a_value_whose_first_binding_was_edited_has_no_definition_to_give() -> None:
+    from wgc.lsp.document import Documents
+
+    docs = Documents()
+    docs.update("file:///t.walk", BAGEL, "t.walk")
+    broken = BAGEL.replace("    z = llm.init_latents(height, width)", "    zz = llm.init_latents(height, width").replace(
+        "walk decode() {", "walk decode( {")
+    docs.update("file:///t.walk", broken, "t.walk")
+    view = docs.view("file:///t.walk")
+    assert view is not None and view.stale
+    z = ("value", "image_gen", "z")
+    assert z in view.lost_first_binding
+    # Its later bindings are still there (the carry, the assignment in the loop): not its first.
+    assert [d.span.line for d in view.index.definitions(z)][:1] == [line_of(broken, "carry z {")]
+    assert ("value", "image_gen", "t") not in view.lost_first_binding

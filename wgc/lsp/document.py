@@ -2,8 +2,9 @@
 
 Analysis is the same parse and check `wgc check` runs, plus the symbol index and value types the
 editor features read. It is computed eagerly on open and on every change (a model checks in
-milliseconds), so requests only read it. When the text does not parse the index is empty:
-positions in an old analysis would point at the wrong text.
+milliseconds), so requests only read it. When the text does not parse its own index is empty, and
+hover, definition, references and the outline read the last analysis that parsed instead, its
+spans mapped through the edits made since (a `View`, built on the first such request).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from wgc.check.context import Symbols
 from wgc.diag.diagnostic import Diagnostic
 from wgc.lang import ast
 from wgc.lang.parser import ParseResult, parse
-from wgc.lsp.index import Index, build_index
+from wgc.lsp.index import Index, Key, Occurrence, build_index
+from wgc.lsp.mapping import SpanMap
 from wgc.lsp.tokens import Tokens
 from wgc.lsp.values import value_types
 
@@ -67,11 +69,65 @@ def failed_analysis(text: str, file: str, error: Exception) -> Analysis:
     return Analysis(text, file, ParseResult(None, (), (), text), None, Tokens(text), error=message)
 
 
+@dataclass
+class View:
+    """What hover, definition, references and the outline read, in the current text's positions.
+
+    While the text parses, its own analysis. While it does not, the last analysis that parsed:
+    `index` holds its occurrences mapped onto the current text (those an edit touched dropped),
+    `program` and `tokens` are still the old text's, and `spans` maps their spans onto the current
+    text. With neither, an empty index and no program.
+    """
+
+    text: str
+    index: Index
+    symbols: Symbols | None = None
+    program: ast.Program | None = None
+    tokens: Tokens | None = None
+    spans: SpanMap | None = None
+    # Values whose first binding an edit touched: definition (which answers a value's first
+    # binding) has nothing right to answer for them, the next binding not being the first.
+    lost_first_binding: frozenset[Key] = frozenset()
+
+    @property
+    def stale(self) -> bool:
+        return self.spans is not None
+
+
+def current_view(analysis: Analysis) -> View:
+    return View(analysis.text, analysis.index, analysis.symbols, analysis.program, analysis.tokens)
+
+
+def mapped_view(good: Analysis, current: Analysis) -> View:
+    """`good`'s answers, placed in `current`'s text."""
+    spans = SpanMap(good.text, current.text, current.tokens)
+    occurrences = []
+    bound: set[Key] = set()
+    lost: set[Key] = set()
+    for occ in good.index.occurrences:  # in text order: a key's first definition comes first
+        placed = spans.name(occ.span)
+        if occ.definition and occ.key[0] == "value" and occ.key not in bound:
+            bound.add(occ.key)
+            if placed is None:
+                lost.add(occ.key)
+        if placed is not None:
+            occurrences.append(Occurrence(occ.key, placed, occ.definition, occ.ty))
+    index = Index(occurrences, good.index.decls)
+    return View(current.text, index, good.symbols, good.program, good.tokens, spans, frozenset(lost))
+
+
+@dataclass
+class _Document:
+    current: Analysis
+    good: Analysis | None = None  # the last analysis whose text parsed (`current` itself while it parses)
+    view: View | None = None  # built on first use, for `current`
+
+
 class Documents:
-    """The open documents by URI: each with its latest text's analysis."""
+    """The open documents by URI: each with its latest text's analysis and the last one that parsed."""
 
     def __init__(self) -> None:
-        self._docs: dict[str, Analysis] = {}
+        self._docs: dict[str, _Document] = {}
 
     def update(self, uri: str, text: str, file: str) -> Analysis:
         try:
@@ -79,11 +135,28 @@ class Documents:
         except Exception as err:  # a checker bug on odd input must not take the server down
             log.exception("analysing %s failed", file)
             analysis = failed_analysis(text, file, err)
-        self._docs[uri] = analysis
+        doc = self._docs.get(uri)
+        good = doc.good if doc is not None else None
+        if analysis.program is not None:
+            good = analysis
+        self._docs[uri] = _Document(analysis, good)
         return analysis
 
     def get(self, uri: str) -> Analysis | None:
-        return self._docs.get(uri)
+        doc = self._docs.get(uri)
+        return doc.current if doc is not None else None
+
+    def view(self, uri: str) -> View | None:
+        """What position requests read for `uri` (None if it is not open); see `View`."""
+        doc = self._docs.get(uri)
+        if doc is None:
+            return None
+        if doc.view is None:
+            if doc.good is doc.current or doc.good is None:
+                doc.view = current_view(doc.current)
+            else:
+                doc.view = mapped_view(doc.good, doc.current)
+        return doc.view
 
     def close(self, uri: str) -> None:
         self._docs.pop(uri, None)

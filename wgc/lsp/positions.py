@@ -9,6 +9,8 @@ is the last character of the line, which no position a client sends ever points 
 
 from __future__ import annotations
 
+import bisect
+
 from lsprotocol import types
 
 from wgc.lang.span import Span
@@ -78,3 +80,9 @@ class LineTable:
         """1-based line and column → offset into the text (code points), clamped."""
         index = min(max(line - 1, 0), len(self.lines) - 1)
         return self._starts[index] + min(max(column - 1, 0), len(self.lines[index]))
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """Offset into the text (code points) → 1-based line and column, clamped: the inverse of `offset`."""
+        offset = min(max(offset, 0), self._starts[-1] + len(self.lines[-1]))
+        index = bisect.bisect_right(self._starts, offset) - 1
+        return index + 1, offset - self._starts[index] + 1

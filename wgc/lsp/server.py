@@ -1,8 +1,10 @@
 """The pygls wiring: which LSP message runs which feature, and the guard every handler runs under.
 
 Documents are analysed on open and on every change (full text sync) and their diagnostics
-published; requests read the latest analysis. A handler that fails, on any text, logs the error
-(stderr and window/logMessage) and answers empty: one bad document must never stop the server.
+published; requests read the latest analysis, except that while the text does not parse, hover,
+definition, references and the outline read the last one that did, mapped onto the current text
+(document.View). A handler that fails, on any text, logs the error (stderr and window/logMessage)
+and answers empty: one bad document must never stop the server.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from wgc.diag.diagnostic import WgcError
 from wgc.fmt.printer import format_source
 from wgc.lsp.completion import complete
 from wgc.lsp.diagnostics import to_lsp
-from wgc.lsp.document import Analysis, Documents
+from wgc.lsp.document import Documents, View
 from wgc.lsp.hover import hover_text
 from wgc.lsp.index import Occurrence
 from wgc.lsp.positions import UTF16, LineTable
@@ -79,13 +81,13 @@ class WalkLanguageServer:
         encoding = getattr(self.server.workspace, "position_encoding", None) or UTF16
         return LineTable(text, str(getattr(encoding, "value", encoding)))
 
-    def _occurrence(self, uri: str, position: types.Position) -> tuple[Analysis, LineTable, Occurrence] | None:
-        analysis = self.docs.get(uri)
-        if analysis is None:
+    def _occurrence(self, uri: str, position: types.Position) -> tuple[View, LineTable, Occurrence] | None:
+        view = self.docs.view(uri)
+        if view is None:
             return None
-        lines = self.lines(analysis.text)
-        occ = analysis.index.at(*lines.from_lsp(position))
-        return (analysis, lines, occ) if occ is not None else None
+        lines = self.lines(view.text)
+        occ = view.index.at(*lines.from_lsp(position))
+        return (view, lines, occ) if occ is not None else None
 
     # ---- document sync and diagnostics ---------------------------------------------------
 
@@ -113,8 +115,8 @@ class WalkLanguageServer:
         found = self._occurrence(params.text_document.uri, params.position)
         if found is None:
             return None
-        analysis, lines, occ = found
-        text = hover_text(analysis.index, analysis.symbols, occ)
+        view, lines, occ = found
+        text = hover_text(view.index, view.symbols, occ)
         if text is None:
             return None
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
@@ -124,18 +126,18 @@ class WalkLanguageServer:
         found = self._occurrence(params.text_document.uri, params.position)
         if found is None:
             return []
-        analysis, lines, occ = found
-        defs = analysis.index.definitions(occ.key)
-        if occ.key[0] == "value":
-            defs = defs[:1]  # a value's first binding: its input, assignment or carry
+        view, lines, occ = found
+        defs = view.index.definitions(occ.key)
+        if occ.key[0] == "value":  # a value's first binding: its input, assignment or carry
+            defs = [] if occ.key in view.lost_first_binding else defs[:1]
         return [types.Location(uri=params.text_document.uri, range=lines.to_range(d.span)) for d in defs]
 
     def references(self, params: types.ReferenceParams) -> list[types.Location]:
         found = self._occurrence(params.text_document.uri, params.position)
         if found is None:
             return []
-        analysis, lines, occ = found
-        refs = analysis.index.references(occ.key, params.context.include_declaration)
+        view, lines, occ = found
+        refs = view.index.references(occ.key, params.context.include_declaration)
         return [types.Location(uri=params.text_document.uri, range=lines.to_range(r.span)) for r in refs]
 
     def completion(self, params: types.CompletionParams) -> types.CompletionList:
@@ -149,10 +151,10 @@ class WalkLanguageServer:
         return types.CompletionList(is_incomplete=False, items=items)
 
     def document_symbol(self, params: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
-        analysis = self.docs.get(params.text_document.uri)
-        if analysis is None or analysis.program is None:
+        view = self.docs.view(params.text_document.uri)
+        if view is None or view.program is None or view.tokens is None:
             return []
-        return document_symbols(analysis.program, analysis.tokens, self.lines(analysis.text))
+        return document_symbols(view.program, view.tokens, self.lines(view.text), view.spans)
 
     def formatting(self, params: types.DocumentFormattingParams) -> list[types.TextEdit]:
         analysis = self.docs.get(params.text_document.uri)
