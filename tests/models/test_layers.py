@@ -24,15 +24,6 @@ from wgc.runtime.engines.attention import AttentionBatch, KVStep, KVStorage, Tor
 PAGE = 4
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """A tiny model gains nothing from intra-op threads, and on a busy 2-core box their barriers stall."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def direct_llama3(head_dim: int, theta: float, s: Llama3Scaling) -> list[float]:
     """Meta's `apply_scaling`, one frequency at a time."""
     out = []

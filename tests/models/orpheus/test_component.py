@@ -22,14 +22,6 @@ DEFAULTS = (0.6, 0.8, 1.3)  # temperature, top_p, repetition penalty
 DEFAULT = "default"  # the label of a component that declares none
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def lm() -> LanguageModel:
     return LanguageModel.tiny(llm_spec(page_size=4), 0, "cpu")

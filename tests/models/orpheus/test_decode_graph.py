@@ -23,14 +23,6 @@ DEFAULTS = (0.6, 0.8, 1.3)  # temperature, top_p, repetition penalty
 PROMPTS = {1: 3, 2: 17, 3: 33, 4: 6}  # request → prompt tokens: mixed lengths across 4-token pages
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def twins(device: str = "cpu", page_size: int = 4, context: int = 128) -> tuple[LanguageModel, LanguageModel]:
     """Two identical tiny models (same random weights), each with its own KV pool."""
     spec = llm_spec(page_size=page_size, kv_memory=4 << 20)

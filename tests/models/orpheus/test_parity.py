@@ -21,14 +21,6 @@ STEPS = 20
 PAGE = 4  # small pages: every sequence crosses several page boundaries
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def hf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = OrpheusConfig.preset("tiny")

@@ -21,14 +21,6 @@ DEFAULTS = (0.6, 0.8, 1.3)  # temperature, top_p, repetition penalty
 DEFAULT = "default"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def planned(lm: LanguageModel) -> tuple[int, int, int]:
     c = lm.counters()
     return c["plan_ahead_hits"], c["plan_ahead_misses"], c["plan_ahead_unpredicted"]

@@ -23,14 +23,6 @@ from wgc.runtime.streams.policy import make_policy
 from tests.models.orpheus.helpers import ScriptedLLM, orpheus_plan, snac_spec
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def snac() -> SnacDecoder:
     return SnacDecoder.tiny(snac_spec(), 0, "cpu")
