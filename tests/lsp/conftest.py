@@ -40,3 +40,13 @@ async def settle(client: LanguageClient, uri: str) -> None:
     """
     await client.text_document_document_symbol_async(
         types.DocumentSymbolParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+
+
+async def assert_param_hover(client: LanguageClient, uri: str, at: types.Position) -> None:
+    """Hover at `steps` (bagel.walk's param): its declaration, default and bounds, over the name."""
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=at))
+    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+    assert "param steps: int = 50 in 2..200" in hover.contents.value
+    assert "default: `50`" in hover.contents.value and "bounds: `2..200`" in hover.contents.value
+    assert hover.range == types.Range(start=at, end=types.Position(line=at.line, character=at.character + 5))

@@ -6,7 +6,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import ROOT, change_document, open_document, settle
+from tests.lsp.conftest import ROOT, assert_param_hover, change_document, open_document, settle
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -73,11 +73,7 @@ async def test_close_clears_diagnostics(client: LanguageClient) -> None:
 async def test_hover_on_a_param_shows_default_and_bounds(client: LanguageClient) -> None:
     uri = await opened(client, "hover.walk", BAGEL)
     at = position_of(BAGEL, "loop steps - 1", "steps")
-    hover = await client.text_document_hover_async(types.HoverParams(text_document=doc(uri), position=at))
-    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
-    assert "param steps: int = 50 in 2..200" in hover.contents.value
-    assert "default: `50`" in hover.contents.value and "bounds: `2..200`" in hover.contents.value
-    assert hover.range == types.Range(start=at, end=types.Position(line=at.line, character=at.character + 5))
+    await assert_param_hover(client, uri, at)
 
 
 async def test_hover_on_an_entry_and_a_value(client: LanguageClient) -> None:

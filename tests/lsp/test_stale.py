@@ -11,7 +11,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import ROOT, change_document, open_document, settle
+from tests.lsp.conftest import ROOT, assert_param_hover, change_document, open_document, settle
 from tests.lsp.test_server import doc, position_of, row_of, uri_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -98,11 +98,7 @@ async def test_hover_on_a_param_still_shows_default_and_bounds(client: LanguageC
     uri, _ = await broken_document(client, "stale_hover.walk")
     change_document(client, uri, 3, SHIFTED)
     at = position_of(SHIFTED, "loop steps - 1", "steps")
-    hover = await client.text_document_hover_async(types.HoverParams(text_document=doc(uri), position=at))
-    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
-    assert "param steps: int = 50 in 2..200" in hover.contents.value
-    assert "default: `50`" in hover.contents.value and "bounds: `2..200`" in hover.contents.value
-    assert hover.range == types.Range(start=at, end=types.Position(line=at.line, character=at.character + 5))
+    await assert_param_hover(client, uri, at)
 
 
 async def test_nothing_answers_inside_the_edited_text(client: LanguageClient) -> None:
