@@ -18,6 +18,8 @@ from wgc.runtime.engines.attention import (
     write_kv,
 )
 
+from tests.engines.cuda import flashinfer_attention
+
 HEAD_DIM = 16
 PAGE = 4
 NUM_PAGES = 64
@@ -179,19 +181,10 @@ def test_importing_attention_imports_no_cuda_stack() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def _cuda_backend():
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
-    pytest.importorskip("flashinfer")
-    from wgc.runtime.engines.attention_cuda import FlashInferAttention
-
-    return FlashInferAttention
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", ["append", "decode", "prefix", "frozen"])
 def test_flashinfer_matches_torch(case: str) -> None:
-    flashinfer_attention = _cuda_backend()
+    attention_class = flashinfer_attention()
     cached, new = {"append": MIXED, "decode": ([5, 17, 30], [1, 1, 1])}.get(case, ([12, 5, 9], [4, 3, 4]))
     head_dim, page, kv_heads, heads = 128, 16, 2, 8
     gen = torch.Generator().manual_seed(0)
@@ -204,7 +197,7 @@ def test_flashinfer_matches_torch(case: str) -> None:
     pages = torch.randn(2, 64, page, kv_heads, head_dim, generator=gen).to(dev, dtype)
     mode = "prefix" if case == "prefix" else "causal"
     batch = AttentionBatch(tables, cached, new, page, mode, write=case != "frozen")
-    ours = flashinfer_attention(dev, heads, kv_heads, head_dim, page, dtype)
+    ours = attention_class(dev, heads, kv_heads, head_dim, page, dtype)
     try:
         pages_fi = pages.clone()
         out = ours.attend(ours.plan_async(batch).result(), q, k, v, pages_fi[0], pages_fi[1])

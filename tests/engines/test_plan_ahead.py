@@ -16,6 +16,8 @@ from wgc.runtime.engines.attention import AttentionBatch, TorchAttention
 from wgc.runtime.engines.kv_pages import Appended, PageAllocator
 from wgc.runtime.engines.plan_ahead import PlanAhead, predict_next, same_batch
 
+from tests.engines.cuda import flashinfer_attention
+
 PAGE = 4
 
 
@@ -188,18 +190,9 @@ def test_torch_plan_async_plans_on_a_side_thread_the_same_plan() -> None:
 # ---- on CUDA ------------------------------------------------------------------------------------
 
 
-def _flashinfer():
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
-    pytest.importorskip("flashinfer")
-    from wgc.runtime.engines.attention_cuda import FlashInferAttention
-
-    return FlashInferAttention
-
-
 @pytest.mark.gpu
 def test_flashinfer_planned_ahead_attends_like_torch_and_refuses_a_stale_plan() -> None:
-    flashinfer_attention = _flashinfer()
+    attention_class = flashinfer_attention()
     heads, kv_heads, head_dim, page = 8, 2, 128, 16
     dev, dtype = torch.device("cuda"), torch.float16
     gen = torch.Generator().manual_seed(0)
@@ -207,7 +200,7 @@ def test_flashinfer_planned_ahead_attends_like_torch_and_refuses_a_stale_plan() 
     alloc = PageAllocator(64, page)
     for r, n in {1: 17, 2: 31, 3: 15}.items():
         alloc.append(r, "x", n)
-    ours = flashinfer_attention(dev, heads, kv_heads, head_dim, page, dtype)
+    ours = attention_class(dev, heads, kv_heads, head_dim, page, dtype)
     reference = TorchAttention(dev)
     planner = PlanAhead(ours)
     try:
