@@ -53,15 +53,11 @@ class LoopPolicy:
         return min(bound, self.cap) if dynamic and self.cap is not None else bound
 
 
-class FlowEnv:
-    """Names in flow conditions: params, consts, request fields, walk results, the part kind."""
+class DriverNames:
+    """The names every expression environment reads through its request's driver: params, consts,
+    request fields and walk results. Values and the part kind are each environment's own."""
 
-    def __init__(self, driver: RequestDriver, part_kind: str | None) -> None:
-        self.driver = driver
-        self.kind = part_kind
-
-    def value(self, name: str) -> Value:
-        raise RequestError(f"a flow condition cannot read the value `{name}`")
+    driver: RequestDriver
 
     def param(self, name: str) -> Value:
         return self.driver.params[name]
@@ -74,6 +70,17 @@ class FlowEnv:
 
     def result(self, walk: str) -> Value:
         return self.driver.results.get(walk)
+
+
+class FlowEnv(DriverNames):
+    """Names in flow conditions: params, consts, request fields, walk results, the part kind."""
+
+    def __init__(self, driver: RequestDriver, part_kind: str | None) -> None:
+        self.driver = driver
+        self.kind = part_kind
+
+    def value(self, name: str) -> Value:
+        raise RequestError(f"a flow condition cannot read the value `{name}`")
 
     def part_kind(self) -> str:
         if self.kind is None:

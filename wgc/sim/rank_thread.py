@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wgc.plan import model as pm
+from wgc.sim.driver import DriverNames
 from wgc.sim.errors import Location, SimulationError
 from wgc.sim.exprs import evaluate
 from wgc.sim.instructions import HANDLERS, LoopState, ReadError
@@ -35,7 +36,7 @@ class Message:
 Channel = deque[Message]
 
 
-class RankThread:
+class RankThread(DriverNames):
     def __init__(self, driver: PlanDriver, instance: Instance, schedule: Schedule, inputs: dict[str, Value]) -> None:
         self.driver = driver
         self.instance = instance
@@ -91,18 +92,6 @@ class RankThread:
     def write(self, name: str, value: Value) -> None:
         self.frame[name] = value
         self.freed.discard(name)
-
-    def param(self, name: str) -> Value:
-        return self.driver.params[name]
-
-    def const(self, component: str, name: str) -> Value:
-        return self.driver.components[component].const(name)
-
-    def request(self, field_name: str) -> Value:
-        return self.driver.request.field_value(field_name)
-
-    def result(self, walk: str) -> Value:
-        return self.driver.results.get(walk)
 
     def part_kind(self) -> str:
         raise ReadError("`part.kind` outside an each-block")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from wgc.lang import ast
 from wgc.lower.exprs import Resolver, to_expr
 from wgc.runtime.streams import ENDED, WAITING
+from wgc.sim.driver import DriverNames
 from wgc.sim.errors import RequestError
 from wgc.sim.exprs import evaluate
 from wgc.sim.mock import Value
@@ -34,7 +35,7 @@ Gen = Generator[_Blocked, None, Value]
 
 
 @dataclass
-class FrameEnv:
+class FrameEnv(DriverNames):
     driver: ReferenceDriver
     frame: dict[str, Value]
 
@@ -42,18 +43,6 @@ class FrameEnv:
         if name not in self.frame:
             raise RequestError(f"the value `{name}` is not defined")
         return self.frame[name]
-
-    def param(self, name: str) -> Value:
-        return self.driver.params[name]
-
-    def const(self, component: str, name: str) -> Value:
-        return self.driver.components[component].const(name)
-
-    def request(self, field: str) -> Value:
-        return self.driver.request.field_value(field)
-
-    def result(self, walk: str) -> Value:
-        return self.driver.results.get(walk)
 
     def part_kind(self) -> str:
         raise RequestError("`part.kind` outside an each-block")
