@@ -103,7 +103,8 @@ class Runtime:
                     on_progress: Callable[[str], None] | None = None) -> Runtime:
         """Load the plan (PlanFileError for a bad file), start every rank, wait until all are ready:
         components loaded and CUDA graphs captured (StartError naming the rank otherwise).
-        `on_progress` gets each start-up line of every rank as it comes."""
+        `ready_timeout` bounds a silence, not the whole start-up: it runs from the last start-up line
+        any rank sent. `on_progress` gets each start-up line of every rank as it comes."""
         run_dir = make_run_directory()
         try:
             loaded = plan if isinstance(plan, Plan) else load_plan(plan)[1]
@@ -177,6 +178,7 @@ class Runtime:
 
     def _on_progress(self, msg: Progress) -> None:
         self.startup_log.append(StartupLine(time.time(), msg.rank, msg.line))
+        self._supervisor.saw_progress(msg.rank, msg.line)
         log.debug("%s", msg.line)  # the worker itself writes the line to its stderr
         if self._on_line is not None:
             self._on_line(msg.line)

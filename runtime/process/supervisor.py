@@ -70,6 +70,7 @@ class Supervisor:
         self.ranks: list[RankProcess] = []
         self.stopping = False
         self._all_ready: asyncio.Future[None] | None = None
+        self._last_progress: tuple[float, int, str] = (0.0, -1, "")  # loop time, rank, line
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -122,12 +123,24 @@ class Supervisor:
         if all(r.ready for r in self.ranks) and self._all_ready is not None and not self._all_ready.done():
             self._all_ready.set_result(None)
 
+    def saw_progress(self, rank: int, line: str) -> None:
+        """A start-up line from a rank: it is alive and working (loading weights, capturing graphs)."""
+        self._last_progress = (asyncio.get_running_loop().time(), rank, line)
+
     async def wait_ready(self, timeout: float) -> None:
+        """Until every rank is ready, or until `timeout` seconds pass with no start-up progress from any
+        rank: a large model's weights and graphs may take minutes, a rank stuck saying nothing does not."""
         assert self._all_ready is not None, "start() first"
-        await asyncio.wait([self._all_ready], timeout=timeout)
-        if not self._all_ready.done():
-            late = ", ".join(str(r.rank) for r in self.ranks if not r.ready)
-            raise StartError(f"rank {late} did not report ready within {timeout:g} s")
+        loop = asyncio.get_running_loop()
+        self._last_progress = (loop.time(), -1, "")
+        while not self._all_ready.done():
+            quiet_until = self._last_progress[0] + timeout
+            if loop.time() >= quiet_until:
+                late = ", ".join(str(r.rank) for r in self.ranks if not r.ready)
+                _, rank, line = self._last_progress
+                last = f"; the last start-up line was rank {rank}'s: {line}" if line else "; none said anything"
+                raise StartError(f"rank {late} did not report ready: no start-up progress for {timeout:g} s{last}")
+            await asyncio.wait([self._all_ready], timeout=quiet_until - loop.time())
         self._all_ready.result()
 
     async def stop(self, shutdown: Callable[[int], None], grace: float = 5.0) -> None:

@@ -214,7 +214,7 @@ async def _until_signal(work: Any) -> int:
               help="A request: JSON with params, inputs, parts, outputs, task, think. Repeatable; "
                    "'-' reads one request per line from stdin until it ends.")
 @click.option("--ready-timeout", type=float, default=120.0, show_default=True,
-              help="Seconds to wait for every rank to start.")
+              help="Seconds start-up may go without progress (a loading or capture line from any rank) before it is abandoned.")
 @click.option("--serve", "serve_at", metavar="[HOST]:PORT",
               help="Serve over HTTP (OpenAI-compatible routes, /v1/generate, /health, /metrics). "
                    "Binds 127.0.0.1 unless a host is given.")
