@@ -105,6 +105,18 @@ class Call(Node):
     args: tuple[Expr, ...]
     kwargs: tuple[KeywordArg, ...]
 
+    def bind(self, params: list[str]) -> tuple[dict[str, Expr], str]:
+        """The arguments by parameter name (positional, then keyword) and the `cache=` label ("" for
+        the default one). For a checked call: the checker rejects unknown, missing or repeated ones."""
+        given: dict[str, Expr] = dict(zip(params, self.args))
+        label = ""
+        for k in self.kwargs:
+            if k.name == "cache" and isinstance(k.value, Name):
+                label = k.value.id
+            else:
+                given[k.name] = k.value
+        return given, label
+
 
 @dataclass(frozen=True, repr=False)
 class Recv(Node):

@@ -61,13 +61,7 @@ class WalkBuilder:
         comp, entry = e.func.base.id, e.func.attr
         sig = self.symbols.entries[(comp, entry)]
         params = [a.name for a in sig.entry.args]
-        given: dict[str, ast.Expr] = dict(zip(params, e.args))
-        label = ""
-        for k in e.kwargs:
-            if k.name == "cache" and isinstance(k.value, ast.Name):
-                label = k.value.id
-            else:
-                given[k.name] = k.value
+        given, label = e.bind(params)
         args = [self.atom(given[p], out) for p in params]
         outputs = [output] if sig.returns.kind != "none" else [""]
         out.append(Op("run", src(e.span), outputs=outputs, args=args, component=comp, entry=entry, label=label,

@@ -106,13 +106,7 @@ class RefWalk:
         assert isinstance(e.func, ast.Attribute) and isinstance(e.func.base, ast.Name)  # checked
         comp, entry = e.func.base.id, e.func.attr
         params = [a.name for a in self.driver.facts.symbols.entries[(comp, entry)].entry.args]
-        given: dict[str, ast.Expr] = dict(zip(params, e.args))
-        label = ""
-        for k in e.kwargs:
-            if k.name == "cache" and isinstance(k.value, ast.Name):
-                label = k.value.id
-            else:
-                given[k.name] = k.value
+        given, label = e.bind(params)
         args = []
         for p in params:
             args.append((yield from self.expr(given[p])))
