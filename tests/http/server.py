@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.processes import alive
 from wgc.compile import compile_program
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,14 +31,6 @@ def compile_plan(directory: Path, source: Path, placement: str = "cpu.toml") -> 
     path = directory / f"{source.stem}.plan"
     path.write_bytes(result.data)
     return path
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 class Server:

@@ -24,6 +24,7 @@ from wgc.runtime.messages import Data, Part, RequestInit, StartWalk
 from wgc.runtime.process import wire
 from wgc.runtime.process.gate import InitGate
 
+from tests.processes import alive
 from tests.runtime.cluster import compile_text, cpu_placement
 from wgc.compile import compile_program
 from wgc.plan.file import load_plan
@@ -46,15 +47,6 @@ def run(coro: Awaitable[T], timeout: float = 30.0) -> T:
         return await asyncio.wait_for(coro, timeout)
 
     return asyncio.run(bounded())
-
-
-def alive(pid: int) -> bool:
-    """Running, or stopped: not gone and not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def wait_gone(pids: list[int], seconds: float = 10.0) -> list[int]:
