@@ -28,7 +28,6 @@ mean the same with either preset.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,8 +41,6 @@ from wgc.models.orpheus.weights import WeightsError, one_line
 from wgc.runtime.component import Call, Component
 
 from wgc.plan.model import ComponentSpec
-
-log = logging.getLogger("wgc.models.orpheus")
 
 WINDOW = 28  # tokens per window: 4 frames
 LEVEL_POSITIONS = ((0,), (1, 4), (2, 3, 5, 6))  # frame positions feeding SNAC levels 0, 1, 2
@@ -164,16 +161,16 @@ class SnacDecoder(Component):
         self.keep = (self.frame, 2 * self.frame)  # [2048:4096] at 24 kHz
         self.stats = {"windows": 0, "invalid_windows": 0}
         self.buckets = batch_buckets(int(spec.settings.get("max_batch", 0) or 0) or DEFAULT_MAX_BATCH)
-        what = f"{self.frame} samples per frame at {self.sample_rate} Hz on {device}"
-        if fallback:  # one line, the only one: what runs and why
-            log.warning("orpheus %s: no weights given (WGC_SNAC_DIR unset), running the tiny SNAC with random "
-                        "weights; %s", spec.name, what)
-        else:
-            log.info("orpheus %s: SNAC %s; %s", spec.name, self.source, what)
+        self.what = f"{self.frame} samples per frame at {self.sample_rate} Hz on {device}"
+        knobs.announce(spec.name, "WGC_SNAC_DIR" if fallback else None, "the tiny SNAC", f"SNAC {self.source}",
+                       self.what)
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> SnacDecoder:
         return cls(spec, rank, device, preset="tiny")
+
+    def describe(self) -> str:
+        return f"{self.source}; {self.what}"
 
     def decode(self, calls: list[Call]) -> list[Tensor]:
         windows = [_tokens(c.args[0]) for c in calls]

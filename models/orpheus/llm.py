@@ -37,7 +37,6 @@ synchronously. Graph replays don't plan.
 
 from __future__ import annotations
 
-import logging
 import os
 import zlib
 from collections.abc import Callable
@@ -61,8 +60,6 @@ from wgc.runtime.engines.plan_ahead import PlanAhead
 from wgc.runtime.engines.sampling import SamplingParams, sample
 
 from wgc.plan.model import ComponentSpec
-
-log = logging.getLogger("wgc.models.orpheus")
 
 _DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 DEFAULT_PAGE_SIZE = 16
@@ -189,12 +186,8 @@ class LanguageModel(Component):
                                  self.torch_device.type == "cuda" if plan_ahead is None else plan_ahead)
         self.seqs: dict[tuple[int, str], _Seq] = {}
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
-        self.where = where = f"{num_pages} KV pages of {self.page_size} tokens on {device}"
-        if fallback:  # one line, the only one: what runs and why
-            log.warning("orpheus %s: no weights given (WGC_ORPHEUS_DIR unset), running the tiny preset with "
-                        "random weights; %s", spec.name, where)
-        else:
-            log.info("orpheus %s: %s; %s", spec.name, self.source, where)
+        self.where = f"{num_pages} KV pages of {self.page_size} tokens on {device}"
+        knobs.announce(spec.name, "WGC_ORPHEUS_DIR" if fallback else None, "the tiny preset", self.source, self.where)
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> LanguageModel:
