@@ -8,6 +8,7 @@ import pytest
 
 from tests.lower.golden_pairs import ROOT
 from wgc.check import check_source
+from wgc.compile import compile_program
 from wgc.lower.pipeline import PASSES, lower
 from wgc.placement.load import load_placement
 from wgc.plan import model as m
@@ -174,3 +175,32 @@ def test_every_instruction_keeps_a_source_position(model: str) -> None:
         for ws in rank.schedules:
             for ins in ws.instructions:
                 assert 1 <= ins.src.line <= lines
+
+
+ZERO_TRIP = """
+model zero_trip
+import wgc.models.toy as toy
+param n: int = 0 in 0..200
+component mix: toy.Mix engine stateless {
+    add(a: scalar, b: scalar) -> scalar
+}
+walk count(x: scalar) {
+    loop n as i {
+        emit tensor mix.add(x, i)
+    }
+    emit tensor x
+}
+flow { start -> count -> done }
+"""
+
+
+def test_a_loop_index_dies_inside_the_body_so_a_zero_trip_loop_verifies(tmp_path: Path) -> None:
+    source, place = tmp_path / "t.walk", tmp_path / "p.toml"
+    source.write_text(ZERO_TRIP)
+    place.write_text(CPU2)
+    result = compile_program(str(source), ZERO_TRIP, str(place))
+    assert result.data is not None, [d.message for d in result.diagnostics]
+    body = instrs(result.plan, 0, "count")
+    loop_end = next(i for i, ins in enumerate(body) if isinstance(ins, m.EndLoop))
+    freed_at = {name: i for i, ins in enumerate(body) if isinstance(ins, m.Free) for name in ins.values}
+    assert freed_at["i"] < loop_end  # the index is written afresh by each iteration, and by none when n == 0

@@ -9,6 +9,7 @@ from wgc.runtime.coordinator.request import RequestError, RequestSpec
 from wgc.runtime.messages import Part
 
 from tests.runtime.cluster import ToyCluster, compile_text, cpu_placement
+from wgc.compile import compile_program
 
 DECODE = """
 model toyllm
@@ -249,6 +250,36 @@ def test_accumulated_rollout_with_per_request_horizons_in_one_batch(tmp_path: Pa
     assert [o["tensor"] for o in out.values()] == [[expected(2)], [expected(3)], [expected(5)]]
     sizes = [n for _, n in cluster.component("ac").batches]
     assert sizes[:2] == [3, 3] and sizes[2] == 2  # requests leave the batch as their horizon ends
+
+
+ZERO_TRIP = """
+model zero_trip
+import tests.runtime.toys as toy
+param n: int = 0 in 0..200
+component mix: toy.Mixer engine stateless {
+    add(a: scalar, b: scalar) -> scalar
+}
+walk count() {
+    loop n as i {
+        emit tensor mix.add(100, i)
+    }
+    emit tensor 7
+}
+flow { start -> count -> done }
+"""
+
+
+@pytest.mark.parametrize("n", [0, 3])
+def test_a_loop_whose_bound_may_be_zero_compiles_and_runs_that_many_times(tmp_path: Path, n: int) -> None:
+    source, place = tmp_path / "t.walk", tmp_path / "p.toml"
+    source.write_text(ZERO_TRIP)
+    place.write_text(cpu_placement(1))
+    result = compile_program(str(source), ZERO_TRIP, str(place))
+    assert result.data is not None and result.plan is not None, [d.message for d in result.diagnostics]
+    cluster = ToyCluster(result.plan)
+    out = cluster.run([RequestSpec(params={"n": n})])
+    assert next(iter(out.values()))["tensor"] == [100 + i for i in range(n)] + [7]
+    assert not cluster.leftovers()
 
 
 def test_a_chain_of_walks_on_one_rank_makes_no_coordinator_round_trip(tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 
 A value read inside a loop but defined outside it stays alive until the loop
 ends (later iterations read it again); loop-carried and yielded values stay
-alive through their loop. Values still needed at the end of the walk (its
-result) are never freed by the walk.
+alive through their loop. A loop index dies at its last read in the body:
+every iteration defines it afresh, and a zero-trip loop never does. Values
+still needed at the end of the walk (its result) are never freed by the walk.
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ def insert_frees(instrs: list[Instr], keep: set[str], inputs: list[str]) -> list
         for name in _reads(ins):
             last_use[name] = i
     loops = _loop_spans(instrs)
-    carried = {name for ins in instrs if isinstance(ins, Loop) for name in _writes(ins)}
+    # Carries live across iterations. A loop index does not: every iteration's head writes it afresh,
+    # and a loop that runs zero times never writes it, so it dies at its last read inside the body.
+    carried = {c.name for ins in instrs if isinstance(ins, Loop) for c in ins.carries}
     for name in list(last_use):
         for start, end in loops:
             d = defined_at.get(name, -1)
