@@ -28,16 +28,20 @@ class RequestError(ValueError):
 
 
 def resolve_params(specs: list[ParamSpec], given: dict[str, Any]) -> dict[str, Any]:
-    """Defaults filled in, every value type- and bound-checked; unknown names rejected."""
+    """Defaults filled in (for a param absent or given as None), every value type- and bound-checked;
+    unknown names rejected."""
     known = {p.name: p for p in specs}
     unknown = sorted(set(given) - set(known))
     if unknown:
         raise RequestError(f"unknown param `{unknown[0]}` (known: {', '.join(sorted(known)) or 'none'})")
     out: dict[str, Any] = {}
     for p in specs:
-        value = given.get(p.name, p.default)
+        value = given.get(p.name)
+        if value is None:  # absent or null (JSON's way of saying "not set"): the default, if there is one
+            value = p.default
         if value is None:
-            raise RequestError(f"param `{p.name}` is required")
+            null = " (null is not a value)" if p.name in given else ""
+            raise RequestError(f"param `{p.name}` is required{null}")
         ok_types = _PY_TYPES.get(p.type, (object,))
         if not isinstance(value, ok_types) or (p.type != "bool" and isinstance(value, bool)):
             raise RequestError(f"param `{p.name}` must be {p.type}, got {type(value).__name__}")

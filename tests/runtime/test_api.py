@@ -17,11 +17,13 @@ from wgc.runtime.api import (
     Runtime,
     request_spec,
 )
+from wgc.runtime.coordinator.request import resolve_params
 from wgc.runtime.messages import Part
 from wgc.runtime.process.events import describe
 
 from wgc.compile import compile_program
 from wgc.plan.file import PlanFileError, load_plan
+from wgc.plan.model import ParamSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -92,6 +94,15 @@ def test_request_spec_accepts_json_shaped_values() -> None:
     assert spec.parts == [Part("text", "a"), Part("image", 1)]
     assert spec.input_modalities == ["text", "image"] and spec.output_modalities == ["image"]
     assert request_spec().output_modalities == ["text"]
+
+
+def test_a_null_param_takes_its_default_and_one_without_a_default_is_required() -> None:
+    specs = [ParamSpec("steps", "int", 4, 1, 8), ParamSpec("seed", "int", None)]
+    assert resolve_params(specs, {"steps": None, "seed": 1}) == {"steps": 4, "seed": 1}
+    with pytest.raises(RequestError, match=r"^param `seed` is required \(null is not a value\)$"):
+        resolve_params(specs, {"steps": 2, "seed": None})
+    with pytest.raises(RequestError, match=r"^param `seed` is required$"):
+        resolve_params(specs, {"steps": 2})
 
 
 def test_cancel_and_health_and_close(orpheus: Path) -> None:
