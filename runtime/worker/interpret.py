@@ -7,10 +7,10 @@ Speculation: in a DynamicLoop whose stop is computed on this rank (and not
 marked `nospec`), iteration N+1 starts before the stop of iteration N is
 applied: its RUN joins the same scheduling round as everything else. The stop
 is applied before the iteration's first visible effect (EMIT, PUSH, SEND,
-KVSEND, a FORK) or at its ENDLOOP, whichever comes first; when it says stop,
-the wasted iteration is rolled back — frame values restored, cache labels
-restored through the component's checkpoint — so its outputs never reach
-anyone.
+KVSEND, a FORK), its first RECV or KVRECV, or at its ENDLOOP, whichever comes
+first; when it says stop, the wasted iteration is rolled back — frame values
+restored, cache labels restored through the component's checkpoint — so its
+outputs never reach anyone.
 """
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ if TYPE_CHECKING:
     from wgc.runtime.worker.executor import Executor
 
 VISIBLE = (m.Emit, m.Push, m.Send, m.KvSend, m.Fork, m.Next)
-_APPLY_STOP_BEFORE = frozenset({*VISIBLE, m.EndLoop})
+# A wasted iteration is never sent anything: the loop's other ranks RECV the stop before their ENDLOOP
+# (or, speculating too, roll back before their SEND). Its RECV would wait forever, or take a later value.
+_FROM_PEERS = (m.Recv, m.KvRecv)
+_APPLY_STOP_BEFORE = frozenset({*VISIBLE, *_FROM_PEERS, m.EndLoop})
 
 
 @dataclass(frozen=True)
@@ -235,10 +238,10 @@ class Interpreter:
         inst.pc = loop.tail
 
     def _apply_pending_stop(self, inst: Instance, ins: m.Instr) -> bool:
-        """In a speculative iteration, before a visible effect or its ENDLOOP: apply the previous
+        """In a speculative iteration, before a visible effect, a RECV or its ENDLOOP: apply the previous
         iteration's stop. Returns True when the iteration was rolled back and the loop left."""
         loop = inst.speculating()
-        if loop is None or (loop is not inst.loops[-1] and not isinstance(ins, VISIBLE)):
+        if loop is None or (loop is not inst.loops[-1] and isinstance(ins, m.EndLoop)):
             return False
         loop.pending_stop = None
         inst.pending -= 1
