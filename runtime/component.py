@@ -31,6 +31,28 @@ class Call(NamedTuple):
     request: int
     label: str  # "" means the component's default label
     args: tuple[Any, ...]
+    budget: int = 0  # tokens the scheduler lets it write this round (0: all); see `demands`
+
+
+class Partial:
+    """The result of a call that wrote only part of its input this round (a chunk of a long prompt,
+    under the scheduler's token budget): the instance stays at its RUN and calls again next round."""
+
+    def __repr__(self) -> str:
+        return "PARTIAL"
+
+
+PARTIAL = Partial()
+
+
+class CallError(Exception):
+    """Raised by an entry that can tell which call is bad: only that call's request fails, with this
+    message (which names the request's own input, never another request), and the rest of the batch
+    is run again without it."""
+
+    def __init__(self, request: int, message: str) -> None:
+        super().__init__(message)
+        self.request = request
 
 
 class Component:
@@ -98,6 +120,25 @@ class Component:
 
     def release(self, request: int) -> None:
         """The request ended or was cancelled: free everything it holds."""
+
+    # ---- memory-aware scheduling: kv components override these (runtime/engines/kv_component.py) --
+
+    def demands(self, entry: str, calls: list[Call]) -> list[Any] | None:
+        """One `scheduler.Demand` per call (tokens to write, pages they take, a limit it can never
+        meet), or None: the entry takes no pool memory and every call runs as it comes."""
+        return None
+
+    def preempt(self, request: int) -> int:
+        """Give back the request's pages, keeping what is needed to resume it exactly; pages freed."""
+        return 0
+
+    def pool_holders(self) -> dict[int, int]:
+        """Pages held per request in this component's pool (whom the scheduler may preempt)."""
+        return {}
+
+    def pool_free(self) -> int:
+        """Free pages in this component's pool."""
+        return 0
 
     def counters(self) -> dict[str, int]:
         """Live resource counts (pages, labels, requests) for health reporting and leak tests."""

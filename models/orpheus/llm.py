@@ -14,14 +14,16 @@ prompt and generated tokens, temperature, top-p, and a draw keyed by (seed, step
 derived from the request id (and label) unless the component was given a base seed; a request
 draws the same tokens whatever it is batched with.
 
-KV state: one pool per component per rank, sized with `pages_for_budget` from the plan's engine
-settings (kv_memory; or kv_memory_fraction of the device's memory, of the machine's RAM on CPU;
-neither, on CPU only: WGC_CPU_KV_MEMORY, default 256 MiB). Per (request, label) the allocator
-keeps the pages; this component keeps the token history and the count of generated tokens.
-checkpoint/restore truncate both (a speculative decode step rolled back), release frees the
-request's pages, and fork/export_label/import_label share, ship and install a label.
+KV state is the shared KV engine's (runtime/engines/kv_engine.py, through KVComponent): one pool
+per component per rank sized from the plan's engine settings, pages, positions and the token ids
+per (request, label) — the ids in the cache are exactly the repetition penalty's history when a
+token is sampled — with fork, export/import, checkpoint/restore, release, preemption and prefix
+caching. This component keeps one value of its own per sequence: `generated`, the tokens sampled
+so far (the next one's position in its 7-token frame). `prefill` is chunkable: under the
+scheduler's token budget (`Call.budget`) a long prompt is written over several rounds, and only
+the last chunk samples.
 
-CUDA graphs (`decode_graph.py`): on CUDA, `capture("decode", ...)` captures a static-shaped decode
+CUDA graphs (runtime/engines/decode_graphs.py): on CUDA, `capture("decode", ...)` captures a static-shaped decode
 step per batch bucket at start-up; `decode` replays the nearest bucket when the batch fits (no more
 rows than the largest bucket, every sequence within the graph context) and runs eagerly otherwise.
 `prefill` always runs eagerly (its token counts vary). The pool has one page more than the
@@ -37,10 +39,8 @@ synchronously. Graph replays don't plan.
 
 from __future__ import annotations
 
-import os
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +49,15 @@ from torch import Tensor
 from wgc.models.layers import LlamaModel
 from wgc.models.orpheus import knobs
 from wgc.models.orpheus.config import OrpheusConfig
-from wgc.models.orpheus.decode_graph import GRAPH_CONTEXT, DecodeGraphs, DecodeStep
 from wgc.models.orpheus.vocab import TokenMap, encode_prompt, load_tokenizer, tiny_tokenizer
 from wgc.models.orpheus.weights import load_llama, read_config
-from wgc.runtime.component import Call, Component
-from wgc.runtime.engines.attention import AttentionBackend, AttentionBatch, KVStep, KVStorage, attention_backend
+from wgc.runtime.component import PARTIAL, Call, CallError
+from wgc.runtime.engines.attention import AttentionBackend, KVStorage
 from wgc.runtime.engines.capture_report import CaptureReport
-from wgc.runtime.engines.kv_pages import Exhausted, LabelExport, PageAllocator, budget_bytes, pages_for_budget
+from wgc.runtime.engines.decode_graphs import GRAPH_CONTEXT, DecodeGraphs, DecodeStep
+from wgc.runtime.engines.kv_component import KVComponent
+from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, KVExhausted, Prepared, Write, kv_budget
+from wgc.runtime.engines.kv_pages import PageAllocator
 from wgc.runtime.engines.plan_ahead import PlanAhead
 from wgc.runtime.engines.sampling import SamplingParams, sample
 
@@ -64,31 +66,9 @@ from wgc.plan.model import ComponentSpec
 _DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 DEFAULT_PAGE_SIZE = 16
 
+__all__ = ["KVExhausted", "LanguageModel", "kv_budget", "tiny_init"]
 
-class KVExhausted(RuntimeError):
-    """The pool has too few free pages for this batch; nothing was allocated."""
-
-
-@dataclass(slots=True)
-class _Seq:
-    history: list[int]  # model ids: the prompt, then every sampled token
-    generated: int  # tokens sampled so far (the next one is at frame position generated % 7)
-
-
-def kv_budget(settings: dict[str, Any], device: torch.device) -> int:
-    """The pool's bytes from the plan's engine settings (see the module docstring)."""
-    kv, fraction = settings.get("kv_memory"), settings.get("kv_memory_fraction")
-    if kv is None and fraction is None:
-        if device.type != "cpu":  # a compiled plan always sizes the pool; only a hand-made spec gets here
-            raise ValueError(f"a KV pool on {device} needs kv_memory or kv_memory_fraction in the engine settings")
-        return knobs.cpu_kv_memory()
-    capacity = None
-    if fraction is not None:
-        if device.type == "cuda":
-            capacity = torch.cuda.get_device_properties(device).total_memory
-        else:
-            capacity = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return budget_bytes(None if kv is None else int(kv), None if fraction is None else float(fraction), capacity)
+Row = tuple[int, str, list[int], tuple[Any, Any, Any], int]  # request, label, ids, sampling, budget
 
 
 def tiny_init(model: LlamaModel, config: OrpheusConfig, seed: int = 0) -> None:
@@ -128,7 +108,7 @@ def _hidden(model: LlamaModel, tokens: Tensor) -> Tensor:
     return x
 
 
-class LanguageModel(Component):
+class LanguageModel(KVComponent):
     """Orpheus's language model as a kv component (see the module docstring)."""
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
@@ -168,23 +148,15 @@ class LanguageModel(Component):
         self.map = TokenMap(self.config.vocab)
         self.seed = seed
         c = self.config.llama
-        self.page_size = int(spec.settings.get("page_size") or DEFAULT_PAGE_SIZE)
-        dtype_bytes = torch.empty((), dtype=self.dtype).element_size()
-        budget = kv_budget(spec.settings, self.torch_device)
-        num_pages = pages_for_budget(budget, self.page_size, c.layers, c.kv_heads, c.head_dim, dtype_bytes)
-        self.pages = PageAllocator(num_pages, self.page_size)
-        # one page more than the allocator's: page num_pages is the scratch page of a replay's padding rows
-        self.storage = KVStorage.allocate(c.layers, num_pages + 1, self.page_size, c.kv_heads, c.head_dim,
-                                          self.dtype, self.torch_device)
+        geometry = Geometry(c.layers, c.heads, c.kv_heads, c.head_dim, c.max_positions, self.dtype)
+        self.kv = KVCacheEngine.for_spec(spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE, plan_ahead)
+        self.page_size = self.kv.page_size
+        num_pages = self.kv.pages.num_pages
         max_pages = -(-min(c.max_positions, graph_context) // self.page_size)
+        # the storage's page num_pages (one more than the allocator hands out) is a replay's scratch page
         step = DecodeStep(self.model, self.storage, self.page_size, num_pages * self.page_size)
         self.graphs = DecodeGraphs(step, max_pages, self.torch_device)
-        # FlashInfer's kernels take fp16/bf16: a float32 model (the tiny preset) keeps the torch path
-        self.planner = PlanAhead(attention_backend(self.torch_device, c.heads, c.kv_heads, c.head_dim,
-                                                   self.page_size, self.dtype,
-                                                   prefer_flashinfer=self.dtype != torch.float32),
-                                 self.torch_device.type == "cuda" if plan_ahead is None else plan_ahead)
-        self.seqs: dict[tuple[int, str], _Seq] = {}
+        self._prompts: dict[tuple[int, str], list[int]] = {}  # a chunked prefill's ids, until its last chunk
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
         self.where = f"{num_pages} KV pages of {self.page_size} tokens on {device}"
         knobs.announce(spec.name, "WGC_ORPHEUS_DIR" if fallback else None, "the tiny preset", self.source, self.where)
@@ -195,6 +167,18 @@ class LanguageModel(Component):
 
     def describe(self) -> str:
         return f"{self.source}; {self.where}"
+
+    @property
+    def pages(self) -> PageAllocator:
+        return self.kv.pages
+
+    @property
+    def storage(self) -> KVStorage:
+        return self.kv.storage
+
+    @property
+    def planner(self) -> PlanAhead:
+        return self.kv.planner
 
     @property
     def backend(self) -> AttentionBackend:
@@ -234,96 +218,106 @@ class LanguageModel(Component):
 
     # ---- the forward over a batch of sequences ---------------------------------------------------
 
-    def forward(self, items: list[tuple[int, str, list[int]]], graphs: bool = False) -> Tensor:
+    def forward(self, items: list[Write] | list[tuple[int, str, list[int]]], graphs: bool = False) -> Tensor:
         """Append each item's model-id tokens to its (request, label) KV and run one forward over all of
-        them; the logits at each item's last token, [len(items), vocab] float32. KVExhausted (nothing
-        allocated) when the pool is short. A (request, label) appears at most once. With `graphs`, a
-        decode batch (one token per item) replays a captured CUDA graph when one fits it."""
-        cached = self._reserve(items)
-        tables = [self.pages.page_table(r, lab) for r, lab, _ in items]
-        with torch.no_grad():
-            if graphs and all(len(toks) == 1 for _, _, toks in items) and self.graphs.fits(cached):
-                logits = self.graphs.replay([toks[0] for _, _, toks in items], tables, cached)  # [B, vocab]
-            else:
-                logits = self._dynamic(items, tables, cached)  # [B, vocab]
+        them; the logits at the last token each item wrote, [len(items), vocab] float32. An item is
+        (request, label, tokens), all written now, or a `Write` (a chunk of its tokens under a budget).
+        KVExhausted (nothing allocated) when the pool is short. A (request, label) appears at most
+        once. With `graphs`, a decode batch (one token per item) replays a captured CUDA graph when
+        one fits it."""
+        writes = [w if isinstance(w, Write) else Write(w[0], w[1], w[2], len(w[2])) for w in items]
+        for w in writes:
+            if not w.count:
+                raise CallError(w.request, "nothing to run: the input has no tokens")
+        prepared = self.kv.prepare(writes)
+        try:
+            with torch.no_grad():
+                cached = list(prepared.batch.cached_lengths)
+                if graphs and all(n == 1 for n in prepared.lengths) and self.graphs.fits(cached):
+                    logits = self.graphs.replay([prepared.chunk(i)[0] for i in range(len(writes))],
+                                                prepared.batch.page_tables, cached,
+                                                prepared.positions.tolist())  # [B, vocab]
+                else:
+                    logits = self._dynamic(prepared)  # [B, vocab]
+        except BaseException:
+            self.kv.abort(prepared)
+            raise
+        self.kv.commit(prepared)
         self.stats["forwards"] += 1
-        self.stats["tokens_in"] += sum(len(toks) for _, _, toks in items)
+        self.stats["tokens_in"] += sum(prepared.lengths)
         return logits.float()
 
     def forward_static(self, items: list[tuple[int, str, list[int]]], bucket: int) -> Tensor:
         """`forward` of a decode batch through the static-shaped step a CUDA graph captures, run eagerly
         and padded to `bucket` rows (any device): the tests hold it equal to the dynamic path."""
-        cached = self._reserve(items)
-        tables = [self.pages.page_table(r, lab) for r, lab, _ in items]
+        prepared = self.kv.prepare([Write(r, lab, toks, len(toks)) for r, lab, toks in items])
         with torch.no_grad():
-            logits = self.graphs.eager([toks[0] for _, _, toks in items], tables, cached, bucket)  # [B, vocab]
+            logits = self.graphs.eager([toks[0] for _, _, toks in items], prepared.batch.page_tables,
+                                       list(prepared.batch.cached_lengths), bucket,
+                                       prepared.positions.tolist())  # [B, vocab]
+        self.kv.commit(prepared)
         return logits.float()
 
-    def _reserve(self, items: list[tuple[int, str, list[int]]]) -> list[int]:
-        """Room in the pages for every item's new tokens (copy-on-write done); each item's cached length."""
-        pages = self.pages
-        needed = sum(pages.pages_needed(r, lab, len(toks)) for r, lab, toks in items)  # an upper bound
-        if needed > pages.free_pages:
-            raise KVExhausted(f"KV pool exhausted: {needed} pages needed, {pages.free_pages} free "
-                              f"of {pages.num_pages}")
-        limit = self.config.llama.max_positions
-        cached: list[int] = []
-        copies: list[tuple[int, int]] = []
-        for r, lab, toks in items:
-            if not toks:
-                raise ValueError(f"request {r}: nothing to run")
-            length = pages.length(r, lab)
-            if length + len(toks) > limit:
-                raise ValueError(f"request {r}: {length + len(toks)} tokens exceed the model's {limit} positions")
-            cached.append(length)
-            out = pages.append(r, lab, len(toks))
-            assert not isinstance(out, Exhausted), out  # the sum of pages_needed above is an upper bound
-            copies.extend(out.copies)
-        for old, new in copies:  # copy-on-write of a shared partial page, before the write
-            self.storage.k[:, new] = self.storage.k[:, old]
-            self.storage.v[:, new] = self.storage.v[:, old]
-        return cached
-
-    def _dynamic(self, items: list[tuple[int, str, list[int]]], tables: list[list[int]], cached: list[int]) -> Tensor:
+    def _dynamic(self, prepared: Prepared) -> Tensor:
         """The eager forward over ragged items (the attention backend plans this step's shapes)."""
-        lengths = [len(toks) for _, _, toks in items]
-        batch = AttentionBatch(tables, cached, lengths, self.page_size)
         dev = self.torch_device
-        tokens = torch.tensor([t for _, _, toks in items for t in toks], dtype=torch.int64, device=dev)  # [N]
-        last = torch.cumsum(torch.tensor(lengths, device=dev), 0) - 1  # [B]
-        step = KVStep(self.storage, self.backend, self.planner.plan(batch))
-        logits = self.model(tokens, batch.positions().to(dev), step, logits_at=last)  # [B, vocab]
-        if all(n == 1 for n in lengths):  # a decode step, issued: plan the next one while it runs
-            self.planner.ahead(batch, self.pages.next_free(len(lengths)))
+        ids = [t for i in range(len(prepared.items)) for t in prepared.chunk(i)]
+        tokens = torch.tensor(ids, dtype=torch.int64, device=dev)  # [N]
+        last = torch.cumsum(torch.tensor(prepared.lengths, device=dev), 0) - 1  # [B]
+        step = self.kv.step(prepared)
+        logits = self.model(tokens, prepared.positions.to(dev), step, logits_at=last)  # [B, vocab]
+        self.kv.issued(prepared)  # a decode step, issued: plan the next one while it runs
         return logits
 
     # ---- entries ---------------------------------------------------------------------------------
 
-    def prefill(self, calls: list[Call]) -> list[int]:
-        rows = []
-        for c in calls:
-            prompt, voice, temperature, top_p, penalty = c.args
-            text = prompt.decode() if isinstance(prompt, bytes) else str(prompt)
-            ids = [self.map.to_model(t) for t in encode_prompt(self.tokenizer, str(voice), text)]
-            rows.append((c.request, self._label(c), ids, (temperature, top_p, penalty)))
-        return self._run(rows, fresh=True)
+    chunked_entries = frozenset({"prefill"})
 
-    def decode(self, calls: list[Call]) -> list[int]:
-        rows = []
+    def input_tokens(self, entry: str, call: Call) -> int:
+        return len(self._prompt_ids(call)) if entry == "prefill" else 1
+
+    def _prompt_ids(self, call: Call) -> list[int]:
+        """The prefill's model ids, tokenized once per call (a chunked one is asked every round)."""
+        key = (call.request, self.label_of(call))
+        ids = self._prompts.get(key)
+        if ids is None:
+            prompt, voice = call.args[0], call.args[1]
+            text = prompt.decode() if isinstance(prompt, bytes) else str(prompt)
+            ids = self._prompts[key] = [self.map.to_model(t) for t in encode_prompt(self.tokenizer, str(voice), text)]
+        return ids
+
+    def prefill(self, calls: list[Call]) -> list[Any]:
+        rows: list[Row] = []
+        for c in calls:
+            ids = self._prompt_ids(c)
+            self._check_limit(c, len(ids))
+            rows.append((c.request, self.label_of(c), ids, tuple(c.args[2:5]), c.budget))
+        out = self._run(rows, fresh=True)
+        for c, token in zip(calls, out):
+            if token is not PARTIAL:
+                self._prompts.pop((c.request, self.label_of(c)), None)
+        return out
+
+    def decode(self, calls: list[Call]) -> list[Any]:
+        rows: list[Row] = []
         for c in calls:
             prev, temperature, top_p, penalty = c.args
-            label = self._label(c)
-            seq = self.seqs.get((c.request, label))
-            if seq is None:
-                raise ValueError(f"request {c.request}: decode on label {label!r} before its prefill")
-            rows.append((c.request, label, [self.map.to_model(int(prev))], (temperature, top_p, penalty)))
+            label = self.label_of(c)
+            if self.kv.seq(c.request, label) is None:
+                raise CallError(c.request, f"decode on label {label!r} before its prefill")
+            self._check_limit(c, 1)
+            rows.append((c.request, label, [self.map.to_model(int(prev))], (temperature, top_p, penalty), 0))
         return self._run(rows, fresh=False)
 
-    def _label(self, c: Call) -> str:
-        return c.label or self.default_label()
+    def _check_limit(self, call: Call, total: int) -> None:
+        label = self.label_of(call)
+        seq = self.kv.seq(call.request, label)
+        error = self.limit_error(call.request, label, total, total - (seq.progress if seq is not None else 0))
+        if error:
+            raise CallError(call.request, error)
 
-    def _run(self, rows: list[tuple[int, str, list[int], tuple[Any, Any, Any]]], fresh: bool) -> list[int]:
-        out: list[int | None] = [None] * len(rows)
+    def _run(self, rows: list[Row], fresh: bool) -> list[Any]:
+        out: list[Any] = [None] * len(rows)
         pending = list(range(len(rows)))
         while pending:  # waves in which each (request, label) appears once (normally one wave)
             seen: set[tuple[int, str]] = set()
@@ -335,26 +329,25 @@ class LanguageModel(Component):
             for i, token in zip(wave, self._wave([rows[i] for i in wave], fresh)):
                 out[i] = token
             pending = later
-        return [int(t) for t in out if t is not None]
+        return out
 
-    def _wave(self, rows: list[tuple[int, str, list[int], tuple[Any, Any, Any]]], fresh: bool) -> list[int]:
-        logits = self.forward([(r, lab, toks) for r, lab, toks, _ in rows], graphs=not fresh)  # decode: graphs
-        seqs = []
-        for r, lab, toks, _ in rows:
-            seq = self.seqs.get((r, lab))
-            if seq is None:
-                seq = self.seqs[(r, lab)] = _Seq([], 0)
-            if fresh:
-                seq.history.extend(toks)
-            seqs.append(seq)
-        params = [self._params(r, lab, *sampling) for r, lab, _, sampling in rows]
-        drawn = sample(logits, params, [s.history for s in seqs], [s.generated for s in seqs]).tolist()
-        out = []
-        for seq, token in zip(seqs, drawn):
-            out.append(self.map.from_model(token, seq.generated))
-            seq.history.append(token)
-            seq.generated += 1
-        self.stats["tokens_out"] += len(out)
+    def _wave(self, rows: list[Row], fresh: bool) -> list[Any]:
+        writes = [Write(r, lab, toks, len(toks), budget) for r, lab, toks, _, budget in rows]
+        logits = self.forward(writes, graphs=not fresh)  # decode: graphs
+        final = [self.kv.seq(r, lab) for r, lab, *_ in rows]
+        done = [i for i, (r, lab, toks, _, _) in enumerate(rows) if self.kv.seq(r, lab).progress == 0]  # type: ignore[union-attr]
+        out: list[Any] = [PARTIAL] * len(rows)
+        if not done:
+            return out
+        seqs = [final[i] for i in done]
+        params = [self._params(rows[i][0], rows[i][1], *rows[i][3]) for i in done]
+        histories = [s.tokens or [] for s in seqs]  # type: ignore[union-attr]
+        generated = [int(s.data.get("generated", 0)) for s in seqs]  # type: ignore[union-attr]
+        drawn = sample(logits[done], params, histories, generated).tolist()
+        for i, seq, token, count in zip(done, seqs, drawn, generated):
+            out[i] = int(self.map.from_model(token, count))
+            seq.data["generated"] = count + 1  # type: ignore[union-attr]
+        self.stats["tokens_out"] += len(done)
         return out
 
     def _params(self, request: int, label: str, temperature: Any, top_p: Any, penalty: Any) -> SamplingParams:
@@ -366,72 +359,13 @@ class LanguageModel(Component):
         base = 0 if self.seed is None else self.seed
         return (base * 0x9E3779B97F4A7C15 + request * 0x100000001B3 + zlib.crc32(label.encode())) % 2**63
 
-    # ---- per-request state ------------------------------------------------------------------------
-
-    def fork(self, request: int, target: str, source: str) -> None:
-        self.pages.fork(request, target, source)
-        seq = self.seqs.get((request, source))
-        if seq is None:
-            self.seqs.pop((request, target), None)
-        elif target != source:
-            self.seqs[(request, target)] = _Seq(list(seq.history), seq.generated)
-
-    def checkpoint(self, request: int, label: str) -> Any:
-        seq = self.seqs.get((request, label))
-        return (self.pages.length(request, label), 0 if seq is None else len(seq.history),
-                0 if seq is None else seq.generated)
-
-    def restore(self, request: int, label: str, checkpoint: Any) -> None:
-        length, history, generated = checkpoint
-        self.pages.truncate(request, label, length)
-        seq = self.seqs.get((request, label))
-        if seq is None:
-            return
-        if history == 0 and length == 0:
-            del self.seqs[(request, label)]
-            return
-        del seq.history[history:]
-        seq.generated = generated
-
-    def export_label(self, request: int, label: str) -> Any:
-        seq = self.seqs.get((request, label))
-        meta = self.pages.export(request, label)
-        slots = self._slots(meta.pages, meta.length)
-        c = self.config.llama
-        k = self.storage.k.view(c.layers, -1, c.kv_heads, c.head_dim)[:, slots].cpu()  # [layers, length, kvh, d]
-        v = self.storage.v.view(c.layers, -1, c.kv_heads, c.head_dim)[:, slots].cpu()  # [layers, length, kvh, d]
-        return {"length": meta.length, "history": [] if seq is None else list(seq.history),
-                "generated": 0 if seq is None else seq.generated, "k": k, "v": v}
-
-    def import_label(self, request: int, label: str, state: Any) -> None:
-        length = int(state["length"])
-        self.pages.free_label(request, label)
-        self.seqs.pop((request, label), None)
-        if length:
-            out = self.pages.import_(request, label, LabelExport(length, self.page_size, ()))
-            if isinstance(out, Exhausted):
-                raise KVExhausted(f"KV pool exhausted importing request {request}: {out.needed} pages needed, "
-                                  f"{out.free} free")
-            slots = self._slots(self.pages.page_table(request, label), length)
-            c = self.config.llama
-            k_flat = self.storage.k.view(c.layers, -1, c.kv_heads, c.head_dim)
-            v_flat = self.storage.v.view(c.layers, -1, c.kv_heads, c.head_dim)
-            k_flat[:, slots] = state["k"].to(self.storage.k.device, self.storage.k.dtype)
-            v_flat[:, slots] = state["v"].to(self.storage.v.device, self.storage.v.dtype)
-        if length or state["history"]:
-            self.seqs[(request, label)] = _Seq(list(state["history"]), int(state["generated"]))
-
-    def _slots(self, pages: Any, length: int) -> Tensor:
-        ps = self.page_size
-        table = torch.tensor(list(pages), dtype=torch.int64)
-        pos = torch.arange(length)
-        return (table[pos // ps] * ps + pos % ps).to(self.storage.k.device)  # [length]
+    # ---- per-request state beyond the engine's -----------------------------------------------------
 
     def release(self, request: int) -> None:
-        self.pages.free_request(request)
-        for key in [k for k in self.seqs if k[0] == request]:
-            del self.seqs[key]
+        self.kv.release(request)
+        for key in [k for k in self._prompts if k[0] == request]:
+            del self._prompts[key]
 
     def counters(self) -> dict[str, int]:
-        return {**self.pages.counters(), "requests": len({r for r, _ in self.seqs}), **self.stats,
-                **self.graphs.counters(), **self.planner.counters()}
+        return {**self.kv.counters(), "requests": len({r for r, _ in self.kv.seqs}), **self.stats,
+                **self.graphs.counters()}

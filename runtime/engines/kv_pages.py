@@ -16,16 +16,26 @@ never copied: every holder only reads them. Copying lazily rather than at fork t
 a snapshot never written to, one rule also covers `truncate` back into a shared page, and a fork
 whose two sides both grow costs one copy (the second writer then owns the old page alone).
 
+Prefix caching. A full page whose tokens the engine knows is published under the digest of its whole
+token prefix (`prefix_cache.py`). A page whose last holder lets go keeps its content: it waits on a
+second free list, least recently used first, still named by its digest, and is handed out only once
+the plain free pages run out. A fresh label whose prompt starts with published pages `attach`es them
+(shared, reference-counted, revived from the free list when no one held them) and computes only the
+rest. A published page is only ever read: writing into it (a truncated label growing again in a page
+nobody else holds) unpublishes it first, and a shared one is copied as above.
+
 Exhaustion is a value, not an exception: `append` and `import_` return `Exhausted` and change
 nothing (never half-allocate); `can_append` and `pages_needed` let the scheduler check first.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from typing import NamedTuple
+
+from wgc.runtime.engines.prefix_cache import PrefixIndex
 
 
 def page_bytes(page_size: int, kv_layers: int, kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
@@ -102,19 +112,22 @@ class PageAllocator:
         self.num_pages = num_pages
         self.page_size = page_size
         self._refs = [0] * num_pages  # page → number of sequences holding it
-        self._free: deque[int] = deque(range(num_pages))  # exactly the pages with refcount 0
+        self._free: deque[int] = deque(range(num_pages))  # refcount 0, no published content
+        self._cached: OrderedDict[int, None] = OrderedDict()  # refcount 0, published content; LRU first
         self._seqs: dict[int, dict[str, _Sequence]] = {}  # request → label → sequence
-        self._events = {"kv_exhausted": 0, "kv_copies": 0, "kv_forks": 0}
+        self.prefix = PrefixIndex()
+        self._events = {"kv_exhausted": 0, "kv_copies": 0, "kv_forks": 0, "prefix_hit_pages": 0,
+                        "prefix_evictions": 0}
 
     # ---- queries -----------------------------------------------------------------------
 
     @property
     def free_pages(self) -> int:
-        return len(self._free)
+        return len(self._free) + len(self._cached)
 
     @property
     def used_pages(self) -> int:
-        return self.num_pages - len(self._free)
+        return self.num_pages - self.free_pages
 
     def requests(self) -> list[int]:
         return list(self._seqs)
@@ -140,12 +153,12 @@ class PageAllocator:
         return _ceil_div(n_tokens, self.page_size) if seq is None else self._needed(seq, n_tokens)
 
     def can_append(self, request: int, label: str, n_tokens: int) -> bool:
-        return self.pages_needed(request, label, n_tokens) <= len(self._free)
+        return self.pages_needed(request, label, n_tokens) <= self.free_pages
 
     def next_free(self, count: int) -> list[int]:
         """The (up to) `count` pages the next allocations take, in the order they take them; a
         prediction only: any allocation or free in between may change it (plan_ahead.py checks)."""
-        return list(islice(self._free, max(count, 0)))
+        return list(islice(chain(self._free, self._cached), max(count, 0)))
 
     # ---- changes -----------------------------------------------------------------------
 
@@ -159,9 +172,9 @@ class PageAllocator:
         if seq is None:
             seq = _Sequence([], 0)
         needed = self._needed(seq, n_tokens)
-        if needed > len(self._free):
+        if needed > self.free_pages:
             self._events["kv_exhausted"] += 1
-            return Exhausted(needed, len(self._free))
+            return Exhausted(needed, self.free_pages)
         ps = self.page_size
         copies: list[tuple[int, int]] = []
         if seq.length % ps and self._refs[seq.pages[-1]] > 1:
@@ -170,6 +183,8 @@ class PageAllocator:
             seq.pages[-1] = new
             copies.append((old, new))
             self._events["kv_copies"] += 1
+        elif seq.length % ps:
+            self.prefix.forget(seq.pages[-1])  # about to be written: its published content goes stale
         end = seq.length + n_tokens
         seq.pages.extend(self._take() for _ in range(_ceil_div(end, ps) - len(seq.pages)))
         slots = [(seq.pages[i // ps], i % ps) for i in range(seq.length, end)]
@@ -218,6 +233,34 @@ class PageAllocator:
         for seq in self._seqs.pop(request, {}).values():
             self._drop(seq.pages)
 
+    # ---- prefix caching ----------------------------------------------------------------------
+
+    def publish(self, request: int, label: str, digests: list[bytes], start: int = 0) -> int:
+        """Name the label's full pages from page `start` on by their prefix digests (digests[i]: page
+        start + i); a page or digest already published is left as it is. Returns how many were new."""
+        seq = self._get(request, label)
+        if seq is None:
+            return 0
+        full = min(start + len(digests), seq.length // self.page_size)
+        return sum(self.prefix.publish(seq.pages[i], digests[i - start]) for i in range(start, full))
+
+    def match(self, digests: list[bytes]) -> list[int]:
+        """The published pages of the longest prefix of `digests` (read-only: nothing is held)."""
+        return self.prefix.match(digests)
+
+    def attach(self, request: int, label: str, pages: list[int]) -> None:
+        """Make an empty label hold these published full pages (from `match`), shared."""
+        if self.length(request, label):
+            raise ValueError(f"cannot attach a prefix to label {label!r} of request {request}: it holds tokens")
+        if not pages:
+            return
+        for page in pages:
+            if self._refs[page] == 0:
+                del self._cached[page]  # revived: its content is still there
+            self._refs[page] += 1
+        self._seqs.setdefault(request, {})[label] = _Sequence(list(pages), len(pages) * self.page_size)
+        self._events["prefix_hit_pages"] += len(pages)
+
     # ---- moving a label between ranks ----------------------------------------------------
 
     def export(self, request: int, label: str) -> LabelExport:
@@ -245,6 +288,7 @@ class PageAllocator:
             "kv_requests": len(self._seqs),
             "kv_labels": len(labels),
             "kv_tokens": sum(seq.length for seq in labels),
+            "prefix_cached_pages": len(self.prefix),
             **self._events,
         }
 
@@ -272,9 +316,13 @@ class PageAllocator:
         for page, (refs, count) in enumerate(zip(self._refs, held)):
             if refs != count:
                 problems.append(f"page {page}: refcount {refs} but held by {count} sequences")
-        free = list(self._free)
+        free = [*self._free, *self._cached]
         if len(set(free)) != len(free):
-            problems.append("a page is on the free list twice")
+            problems.append("a page is on the free lists twice")
+        if any(not self.prefix.has(page) for page in self._cached):
+            problems.append("a page waits on the cached free list with no published content")
+        if any(self.prefix.has(page) for page in self._free):
+            problems.append("a published page is on the plain free list")
         unowned = {page for page, refs in enumerate(self._refs) if refs == 0}
         if set(free) != unowned:
             lost, both = sorted(unowned - set(free)), sorted(set(free) - unowned)
@@ -295,7 +343,13 @@ class PageAllocator:
         return cow + _ceil_div(seq.length + n_tokens, self.page_size) - len(seq.pages)
 
     def _take(self) -> int:
-        page = self._free.popleft()
+        """A free page: a plain one, else the least recently used cached one (its content dropped)."""
+        if self._free:
+            page = self._free.popleft()
+        else:
+            page, _ = self._cached.popitem(last=False)
+            self.prefix.forget(page)
+            self._events["prefix_evictions"] += 1
         self._refs[page] = 1
         return page
 
@@ -303,4 +357,7 @@ class PageAllocator:
         for page in pages:
             self._refs[page] -= 1
             if self._refs[page] == 0:
-                self._free.append(page)
+                if self.prefix.has(page):
+                    self._cached[page] = None
+                else:
+                    self._free.append(page)

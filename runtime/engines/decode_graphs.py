@@ -1,4 +1,5 @@
-"""The language model's decode step with static shapes, captured as CUDA graphs at start-up.
+"""A token model's decode step with static shapes, captured as CUDA graphs at start-up (the KV
+engine's capture hook: any model called as `model(tokens, positions, step)` over a KVStorage).
 
 `DecodeStep` is one decode forward over the paged KV cache whose every shape depends only on the
 batch bucket: inputs padded to the bucket (token ids, positions, block tables padded to a fixed
@@ -40,16 +41,17 @@ def static_inputs(bucket: int, max_pages: int, device: torch.device) -> dict[str
 
 
 def pack_decode(tokens: Sequence[int], tables: Sequence[Sequence[int]], cached: Sequence[int], max_pages: int,
-                rows: int, device: torch.device) -> dict[str, Tensor]:
+                rows: int, device: torch.device, positions: Sequence[int] | None = None) -> dict[str, Tensor]:
     """One decode batch as static inputs of `rows` rows (>= len(tokens)); the rows past the batch are padding.
-    `cached[b]`: tokens already in row b's pages (its new token goes at that position)."""
+    `cached[b]`: tokens already in row b's pages (its new token goes in the slot after them);
+    `positions[b]`: the new token's rope position (by default `cached[b]`: no block was written)."""
     table = torch.zeros(rows, max_pages, dtype=torch.int64)  # [rows, P]
     for b, pages in enumerate(tables):
         table[b, : len(pages)] = torch.as_tensor(pages, dtype=torch.int64)
     n = len(tokens)
     pad = [0] * (rows - n)
     host = {"tokens": torch.tensor([*tokens, *pad], dtype=torch.int64),  # [rows]
-            "positions": torch.tensor([*cached, *pad], dtype=torch.int64),  # [rows]
+            "positions": torch.tensor([*(cached if positions is None else positions), *pad], dtype=torch.int64),
             "block_table": table,
             "seq_lens": torch.tensor([*(c + 1 for c in cached), *pad], dtype=torch.int64)}  # [rows]
     return {k: v.to(device, non_blocking=True) for k, v in host.items()}
@@ -106,19 +108,20 @@ class DecodeGraphs:
         return (runner is not None and runner.bucket_for(len(lengths)) is not None
                 and max(lengths, default=0) + 1 <= self.context)
 
-    def replay(self, tokens: Sequence[int], tables: Sequence[Sequence[int]], cached: Sequence[int]) -> Tensor:
+    def replay(self, tokens: Sequence[int], tables: Sequence[Sequence[int]], cached: Sequence[int],
+               positions: Sequence[int] | None = None) -> Tensor:
         """Logits [B, vocab] of a batch that `fits`: copied into the nearest bucket's inputs, replayed."""
         assert self.runner is not None
         batch = len(tokens)
-        inputs = pack_decode(tokens, tables, cached, self.max_pages, batch, self.device)
+        inputs = pack_decode(tokens, tables, cached, self.max_pages, batch, self.device, positions)
         self.replays += 1
         # a view of the graph's output: read it (sample) before the next replay overwrites it
         return self.runner.run(inputs, batch)
 
     def eager(self, tokens: Sequence[int], tables: Sequence[Sequence[int]], cached: Sequence[int],
-              bucket: int) -> Tensor:
+              bucket: int, positions: Sequence[int] | None = None) -> Tensor:
         """The same step run eagerly, padded to `bucket` rows: what a replay computes (for tests, on CPU)."""
-        inputs = pack_decode(tokens, tables, cached, self.max_pages, bucket, self.device)
+        inputs = pack_decode(tokens, tables, cached, self.max_pages, bucket, self.device, positions)
         return self.step(inputs)[: len(tokens)]
 
     def counters(self) -> dict[str, Any]:

@@ -1,0 +1,97 @@
+"""The base of every kv component: the per-request hooks and the scheduler's questions, answered
+from one `KVCacheEngine` (`self.kv`), so that a family writes only its layers and its entries.
+
+A family sets `self.kv` in its constructor and says, per entry, how many tokens a call writes
+(`input_tokens`) and whether it may be written in chunks (`chunked_entries`: a causal prompt).
+Everything else — fork, export/import between ranks, checkpoint/restore around speculation,
+release, preemption, counters, the pages a call needs and the limits it can never meet — is here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wgc.runtime.component import Call, Component
+from wgc.runtime.engines.kv_engine import KVCacheEngine
+from wgc.runtime.worker.scheduler import Demand
+
+
+class KVComponent(Component):
+    kv: KVCacheEngine
+    chunked_entries: frozenset[str] = frozenset()  # entries whose calls may be written over several rounds
+    read_only_entries: frozenset[str] = frozenset()  # entries that read the cache and write nothing
+
+    # ---- what a family says about its entries ---------------------------------------------
+
+    def input_tokens(self, entry: str, call: Call) -> int:
+        """Tokens the call writes in all (its whole prompt, 1 for a decode step)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how many tokens `{entry}` writes")
+
+    def label_of(self, call: Call) -> str:
+        return call.label or self.default_label()
+
+    # ---- the scheduler's questions ---------------------------------------------------------
+
+    def demands(self, entry: str, calls: list[Call]) -> list[Demand] | None:
+        kv = self.kv
+        chunkable = entry in self.chunked_entries
+        read_only = entry in self.read_only_entries
+        out: list[Demand] = []
+        for c in calls:
+            label = self.label_of(c)
+            total = self.input_tokens(entry, c)
+            seq = kv.seq(c.request, label)
+            left = total - (seq.progress if seq is not None else 0)
+            setup, slack = kv.pages_for(c.request, label, left)
+            error = "" if read_only else self.limit_error(c.request, label, total, left)
+            out.append(Demand(c.request, 0 if read_only else left, chunkable, kv.page_size, slack, setup, error))
+        return out
+
+    def limit_error(self, request: int, label: str, total: int, left: int) -> str:
+        """Why writing `left` more tokens (of a call of `total`) can never succeed, or ''."""
+        kv = self.kv
+        seq = kv.seq(request, label)
+        position = seq.position if seq is not None else 0
+        limit = kv.geometry.max_positions
+        fresh = kv.length(request, label) == 0 and (seq is None or not seq.progress)
+        if position + left > limit:
+            if fresh:
+                return f"the input is {total} tokens, more than the model's {limit} positions"
+            return f"the sequence would reach {position + left} tokens, past the model's {limit} positions"
+        pages = -(-(kv.length(request, label) + left) // kv.page_size)
+        if pages > kv.pages.num_pages:
+            return (f"the input needs {pages} KV pages of {kv.page_size} tokens, more than the whole pool "
+                    f"({kv.pages.num_pages} pages) of {self.spec.name}")
+        return ""
+
+    def preempt(self, request: int) -> int:
+        return self.kv.preempt(request)
+
+    def pool_holders(self) -> dict[int, int]:
+        return self.kv.holders()
+
+    def pool_free(self) -> int:
+        return self.kv.pages.free_pages
+
+    # ---- per-request state -----------------------------------------------------------------
+
+    def fork(self, request: int, target: str, source: str) -> None:
+        self.kv.fork(request, target, source)
+
+    def export_label(self, request: int, label: str) -> Any:
+        return self.kv.export_label(request, label)
+
+    def import_label(self, request: int, label: str, state: Any) -> None:
+        self.kv.import_label(request, label, state)
+
+    def checkpoint(self, request: int, label: str) -> Any:
+        return self.kv.checkpoint(request, label)
+
+    def restore(self, request: int, label: str, checkpoint: Any) -> None:
+        self.kv.restore(request, label, checkpoint)
+
+    def release(self, request: int) -> None:
+        self.kv.release(request)
+
+    def counters(self) -> dict[str, int]:
+        return self.kv.counters()
