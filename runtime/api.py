@@ -238,8 +238,9 @@ def request_spec(params: Mapping[str, Any] | None = None, task: str = "", parts:
         raise RequestError("task must be a string")
     if not isinstance(think, bool):
         raise RequestError("think must be true or false")
-    out_list = ["text"] if outputs is None else outputs
-    if not isinstance(out_list, list | tuple) or not out_list or not all(isinstance(m, str) for m in out_list):
+    out_list = [] if outputs is None else outputs  # none asked for: the plan's default, chosen on admission
+    if not isinstance(out_list, list | tuple) or not all(isinstance(m, str) for m in out_list) or (
+            outputs is not None and not out_list):
         raise RequestError("outputs must be a non-empty list of modalities (text, image, audio, ...)")
     if not isinstance(parts or [], list | tuple):
         raise RequestError("parts must be a list of {kind, payload} objects")

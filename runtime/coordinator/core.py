@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from wgc.runtime.coordinator.request import RequestError, RequestSpec, resolve_params
+from wgc.runtime.coordinator.request import Accepts, RequestError, RequestSpec, resolve_params
 from wgc.runtime.exprs import evaluator
 from wgc.runtime.flows.table import FlowError
 from wgc.runtime.messages import (
@@ -75,6 +75,7 @@ class CoordinatorCore:
         self.inputs = tables.inputs
         self.fed_by = tables.fed_by_flow
         self.on_walk_streams = {s.name for s in plan.streams if s.consumer_walk}
+        self.accepts = Accepts.of(plan)
         self.live: dict[int, Tracked] = {}
         self.events: list[Event] = []
         self._ids = itertools.count(1)
@@ -82,9 +83,11 @@ class CoordinatorCore:
 
     def submit(self, spec: RequestSpec) -> int:
         params = resolve_params(self.plan.params, spec.params)
+        outputs = self.accepts.outputs(spec)
+        self.accepts.check(spec)
         request = next(self._ids)
         init = RequestInit(request, params, spec.task, list(spec.parts), dict(spec.inputs),
-                           list(spec.input_modalities), list(spec.output_modalities), spec.think)
+                           list(spec.input_modalities), outputs, spec.think)
         starts = []
         evaluate = evaluator(self.fake)
         for name, table in self.tables.items():

@@ -29,6 +29,7 @@ Feed = Literal["part", "result", "named"]
 START = "start"
 DONE = "done"
 ANY_KIND = "_"
+PART_KINDS = ("text", "image", "audio", "video")  # the kinds an each-arm may name besides ANY_KIND
 
 
 @dataclass(frozen=True)

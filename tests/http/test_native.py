@@ -100,6 +100,23 @@ def test_limits_and_malformed_bodies_get_4xx(toy: Server, headers: dict[str, str
     assert httpx.post(f"{toy.url}/v1/generate", json={}).status_code == 401  # no key
 
 
+def test_an_output_input_or_part_the_plan_has_no_use_for_is_400_naming_the_allowed_values(
+        toy: Server, headers: dict[str, str]) -> None:
+    text = [{"kind": "text", "data": "<|user|>hi\n"}]
+    refused = {
+        "outputs: unknown modality `smell` (this model emits: action, audio, image, tensor, text)":
+            {"parts": text, "outputs": ["text", "smell"]},
+        "inputs: unknown input `prompt` (this model takes no named inputs)": {"parts": text, "inputs": {"prompt": "x"}},
+        "parts[1]: unknown part kind `smell` (this model takes parts of kind: image, text)":
+            {"parts": [*text, {"kind": "smell", "data": "x"}]},
+    }
+    for message, body in refused.items():
+        for stream in (True, False):
+            r = httpx.post(f"{toy.url}/v1/generate", headers=headers, timeout=20, json={**body, "stream": stream})
+            assert r.status_code == 400, r.text
+            assert r.json()["error"]["code"] == "invalid_request" and r.json()["error"]["message"] == message
+
+
 @pytest.fixture(scope="module")
 def bagel(bagel_plan: Path) -> Iterator[Server]:
     server = Server(bagel_plan, "--fake")

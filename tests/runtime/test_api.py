@@ -76,6 +76,11 @@ def test_events_are_typed_and_their_timing_never_goes_back(orpheus: Path) -> Non
     ({"outputs": []}, "outputs must be a non-empty list"),
     ({"inputs": {"prompt": object()}}, "input `prompt`: cannot send a object between ranks"),
     ({"think": "yes"}, "think must be true or false"),
+    ({"outputs": ["audio", "smell"]}, "outputs: unknown modality `smell` (this model emits: audio)"),
+    ({"inputs": {"prompt": "hi", "promt": "hi"}}, "inputs: unknown input `promt` (this model takes named inputs: "
+                                                  "prompt)"),
+    ({"parts": [{"kind": "text", "payload": "hi"}]}, "parts[0]: unknown part kind `text` (this model takes no "
+                                                     "parts)"),
 ])
 def test_a_bad_request_raises_request_error_naming_the_field(orpheus: Path, fields: dict[str, Any],
                                                              message: str) -> None:
@@ -93,7 +98,15 @@ def test_request_spec_accepts_json_shaped_values() -> None:
                         outputs=["image"])
     assert spec.parts == [Part("text", "a"), Part("image", 1)]
     assert spec.input_modalities == ["text", "image"] and spec.output_modalities == ["image"]
-    assert request_spec().output_modalities == ["text"]
+    assert request_spec().output_modalities == []  # none asked for: the plan's default, filled in on admission
+
+
+def test_a_request_asking_for_no_outputs_gets_what_the_plan_emits(orpheus: Path) -> None:
+    async def body(runtime: Runtime) -> list[str]:
+        return [e.modality async for e in runtime.submit(params=SPEECH["params"], inputs=SPEECH["inputs"]).events()
+                if isinstance(e, OutputEvent)]
+
+    assert set(with_runtime(orpheus, body)) == {"audio"}  # orpheus emits no text, so that default is audio
 
 
 def test_a_null_param_takes_its_default_and_one_without_a_default_is_required() -> None:

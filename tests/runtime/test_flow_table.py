@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 from wgc.runtime.flows import Finished, FlowCursor, FlowError, FlowTable, RunWalk
+from wgc.runtime.flows.table import ANY_KIND, PART_KINDS
 
+from wgc.check.flows import PART_KINDS as CHECKED_KINDS
 from wgc.plan.model import (
     EachArm,
     EachSpec,
@@ -165,3 +167,7 @@ def test_reachability_and_may_run() -> None:
     assert not cursor.may_run({"t", "i", "v", "a"})
     assert isinstance(cursor.finished("b"), Finished)
     assert not cursor.may_run({"b"})
+
+
+def test_the_part_kinds_the_runtime_admits_are_the_ones_the_checker_lets_an_each_arm_name() -> None:
+    assert set(PART_KINDS) == set(CHECKED_KINDS) - {ANY_KIND}

@@ -22,11 +22,13 @@ REQUESTS: dict[str, list[dict]] = {
               dict(parts=["text", "image"], outputs=["image"], params={"steps": 6}),
               dict(parts=["image", "text"], outputs=["image"], params={"steps": 4}, think=True)],
     # "p6" is a prompt whose mock generation runs long enough to fill three sliding windows.
-    "orpheus": [dict(params={"max_tokens": 200}), dict(params={"max_tokens": 200}, named={"prompt": "p6"})],
-    "pi05": [dict()],
+    "orpheus": [dict(outputs=["audio"], params={"max_tokens": 200}),
+                dict(outputs=["audio"], params={"max_tokens": 200}, named={"prompt": "p6"})],
+    "pi05": [dict(outputs=["action"])],
     "qwen3_omni": [dict(parts=["text", "audio"], outputs=["text", "audio"], params={"max_tokens": 40}),
                    dict(parts=["image"], outputs=["text"], params={"max_tokens": 10})],
-    "vjepa2_ac": [dict(task="rollout", params={"horizon": 6}), dict(task="mpc"), dict(task="encode")],
+    "vjepa2_ac": [dict(task="rollout", outputs=["tensor"], params={"horizon": 6}),
+                  dict(task="mpc", outputs=["tensor"]), dict(task="encode", outputs=["tensor"])],
 }
 
 

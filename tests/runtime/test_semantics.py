@@ -323,8 +323,7 @@ def test_two_hundred_requests_with_a_third_cancelled_leave_nothing_behind(tmp_pa
     assert not cluster.coordinator.live
 
 
-def test_each_block_runs_the_prompt_parts_in_order(tmp_path: Path) -> None:
-    program = """
+PARTS = """
 model parts
 import tests.runtime.toys as toy
 component llm: toy.Counter engine kv {
@@ -350,7 +349,31 @@ flow {
     prompt -> answer -> done
 }
 """
-    cluster = ToyCluster(compile_text(tmp_path, program, cpu_placement(1)))
+
+
+def test_each_block_runs_the_prompt_parts_in_order(tmp_path: Path) -> None:
+    cluster = ToyCluster(compile_text(tmp_path, PARTS, cpu_placement(1)))
     parts = [Part("text", "hello"), Part("image", "xy"), Part("text", "abc")]
     out = cluster.run([RequestSpec(parts=parts)])
     assert next(iter(out.values())) == {"text": [[5, 2, 3]]}
+
+
+def test_a_request_naming_what_the_plan_cannot_take_is_refused_with_the_allowed_values(tmp_path: Path) -> None:
+    cluster = ToyCluster(compile_text(tmp_path, PARTS, cpu_placement(1)))
+    parts = [Part("text", "hello")]
+    refused = {"parts[1]: unknown part kind `audio` (this model takes parts of kind: image, text)":
+               RequestSpec(parts=[Part("text", "a"), Part("audio", "b")]),
+               "inputs: unknown input `prompt` (this model takes no named inputs)":
+               RequestSpec(parts=parts, inputs={"prompt": "a"}),
+               "outputs: unknown modality `image` (this model emits: text)":
+               RequestSpec(parts=parts, output_modalities=["text", "image"])}
+    for message, spec in refused.items():
+        with pytest.raises(RequestError) as err:
+            cluster.submit(spec)
+        assert str(err.value) == message
+    program = PARTS.replace("image -> image_part", "_ -> image_part")  # `_` takes every kind the language has
+    cluster = ToyCluster(compile_text(tmp_path, program, cpu_placement(1)))
+    with pytest.raises(RequestError, match=r"^parts\[0\]: unknown part kind `smell` \(this model takes parts "
+                                           r"of kind: audio, image, text, video\)$"):
+        cluster.submit(RequestSpec(parts=[Part("smell", "a")]))
+    assert not cluster.coordinator.live
