@@ -204,3 +204,13 @@ def test_a_loop_index_dies_inside_the_body_so_a_zero_trip_loop_verifies(tmp_path
     loop_end = next(i for i, ins in enumerate(body) if isinstance(ins, m.EndLoop))
     freed_at = {name: i for i, ins in enumerate(body) if isinstance(ins, m.Free) for name in ins.values}
     assert freed_at["i"] < loop_end  # the index is written afresh by each iteration, and by none when n == 0
+
+
+def test_engine_settings_reach_the_component_specs(tmp_path: Path) -> None:
+    placement = CPU2.replace('engine = { kv_memory = "64MiB" }',
+                             'engine = { kv_memory = "64MiB", token_budget = 96, prefix_caching = false }')
+    specs = {c.name: c.settings for c in compile_text(tmp_path, GUIDED, placement).components}
+    assert (specs["llm"]["token_budget"], specs["llm"]["prefix_caching"]) == (96, False)
+    assert (specs["mix"]["token_budget"], specs["mix"]["prefix_caching"]) == (512, True)  # always written
+    gpu = {c.name: c.settings for c in compile_shipped("orpheus", "1xh200").components}
+    assert (gpu["llm"]["token_budget"], gpu["llm"]["prefix_caching"]) == (8192, True)

@@ -62,6 +62,27 @@ def test_defaults_for_engine_keys(tmp_path: Path) -> None:
     assert llm is not None and llm.engine.max_batch == 32 and llm.engine.page_size == 16
 
 
+@pytest.mark.parametrize(("cluster", "engine", "budget"), [
+    ('device = "cpu"', 'kv_memory = "64MiB"', 512),
+    ('device = "cuda"\ngpu = "H200"', "kv_memory_fraction = 0.3", 8192),
+    ('device = "cpu"', 'kv_memory = "64MiB", max_batch = 1024', 1024),  # a round of decodes must fit
+])
+def test_token_budget_default_follows_the_device(tmp_path: Path, cluster: str, engine: str, budget: int) -> None:
+    text = f"[cluster]\n{cluster}\nranks = 1\n[defaults]\nranks = 0\nengine = {{ {engine} }}\n"
+    llm = load(tmp_path, text).component("llm")
+    assert llm is not None and llm.engine.token_budget == budget and llm.engine.prefix_caching is True
+
+
+def test_token_budget_and_prefix_caching_override_key_by_key(tmp_path: Path) -> None:
+    text = ('[cluster]\ndevice = "cpu"\nranks = 1\n[defaults]\nranks = 0\n'
+            'engine = { kv_memory = "64MiB", token_budget = 64, prefix_caching = false }\n'
+            "[components.llm]\nranks = 0\nengine = { token_budget = 2048 }\n")
+    loaded = load(tmp_path, text)
+    llm, snac = loaded.component("llm"), loaded.component("snac")
+    assert llm is not None and (llm.engine.token_budget, llm.engine.prefix_caching) == (2048, False)
+    assert snac is not None and (snac.engine.token_budget, snac.engine.prefix_caching) == (512, True)  # kv only
+
+
 def test_all_calls_pinned_needs_no_routing(tmp_path: Path) -> None:
     text = CPU2 + "[components]\nllm = [0, 1]\n[walks.prefill.components]\nllm = 0\n[walks.decode.components]\nllm = 1\n"
     assert load(tmp_path, text).component("llm").routing is None  # type: ignore[union-attr]

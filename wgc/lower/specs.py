@@ -6,6 +6,7 @@ from wgc.check.context import Symbols
 from wgc.check.policies import policy_values
 from wgc.lang import ast
 from wgc.lower.ir import WalkIR, all_ops
+from wgc.placement.build_engine import default_token_budget
 from wgc.placement.memory import MemoryTable, capacity_of
 from wgc.placement.schema import Engine, Placement
 from wgc.plan.model import ComponentSpec, EntrySpec, MemoryRow, ParamSpec, Setting, StreamSpec, WalkSpec
@@ -36,12 +37,19 @@ def _engine_settings(engine: Engine) -> dict[str, int | float | str | bool | lis
         "page_size": engine.page_size,
         "max_batch": engine.max_batch,
         "cuda_graph_buckets": list(engine.cuda_graph_buckets),
+        "token_budget": engine.token_budget,
+        "prefix_caching": engine.prefix_caching,
     }
     if engine.kv_memory_fraction is not None:
         out["kv_memory_fraction"] = engine.kv_memory_fraction
     if engine.kv_memory is not None:
         out["kv_memory"] = engine.kv_memory
     return out
+
+
+def _default_engine(device: str, engine: Engine) -> Engine:
+    """The settings a component gets from no table (the token budget follows its max_batch)."""
+    return Engine(token_budget=default_token_budget(device, engine.max_batch))
 
 
 def component_specs(program: ast.Program, placement: Placement) -> list[ComponentSpec]:
@@ -110,14 +118,14 @@ def memory_rows(table: MemoryTable) -> list[MemoryRow]:
 
 def setting_rows(program: ast.Program, placement: Placement) -> list[Setting]:
     """Every effective setting with where its value came from: default, model or placement."""
-    defaults = Engine()
     rows: list[Setting] = []
     for p in program.of(ast.Param):
         if p.default is not None:
             rows.append(Setting(f"param.{p.name}", _literal(p.default), "model"))
     for c in placement.components:
+        defaults = _engine_settings(_default_engine(placement.cluster.device, c.engine))
         for key, value in _engine_settings(c.engine).items():
-            default = _engine_settings(defaults).get(key)
+            default = defaults.get(key)
             rows.append(Setting(f"{c.name}.{key}", value, "default" if value == default else "placement"))
     for s in program.of(ast.Stream):
         settings = placement.stream(s.name)

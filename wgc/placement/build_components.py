@@ -25,11 +25,11 @@ def build_components(top: Fields, facts: ProgramFacts, cluster: Cluster, ctx: Ct
     for name, comp in facts.components.items():
         entry = listed.get(name)
         if entry is None:
-            placed = _by_default(comp, top, defaults, default_engine, ctx)
+            placed = _by_default(comp, top, defaults, default_engine, cluster, ctx)
         elif isinstance(entry[0], Fields):
             placed = _from_table(comp, entry[0], default_engine, cluster, ctx)
         elif isinstance(entry[0], tuple):
-            placed = _from_ranks(comp, entry[0], entry[1].span, default_engine, ctx)
+            placed = _from_ranks(comp, entry[0], entry[1].span, default_engine, cluster, ctx)
         else:
             placed = None
         if placed is not None:
@@ -42,7 +42,7 @@ def _declared(facts: ProgramFacts) -> str:
 
 
 def _by_default(
-    comp: ComponentFacts, top: Fields, defaults: Fields | None, engine: Fields | None, ctx: Ctx
+    comp: ComponentFacts, top: Fields, defaults: Fields | None, engine: Fields | None, cluster: Cluster, ctx: Ctx
 ) -> ComponentPlacement | None:
     ranks = defaults.ints("ranks") if defaults else None
     if ranks is None:
@@ -53,13 +53,13 @@ def _by_default(
                        "with `[defaults] ranks = [0]`",), (Note(f"`{comp.name}` is declared here", comp.span),))
         return None
     at = defaults.at("ranks")
-    return _from_ranks(comp, ranks, at.span if at else defaults.node.key, engine, ctx)
+    return _from_ranks(comp, ranks, at.span if at else defaults.node.key, engine, cluster, ctx)
 
 
 def _from_ranks(
-    comp: ComponentFacts, ranks: tuple[int, ...], span: Span, engine: Fields | None, ctx: Ctx
+    comp: ComponentFacts, ranks: tuple[int, ...], span: Span, engine: Fields | None, cluster: Cluster, ctx: Ctx
 ) -> ComponentPlacement:
-    settings = build_engine(comp.engine, comp.name, None, engine, span, ctx)
+    settings = build_engine(comp.engine, comp.name, None, engine, span, cluster.device, ctx)
     return ComponentPlacement(comp.name, comp.engine, ranks, 1, None, settings, span)
 
 
@@ -70,7 +70,7 @@ def _from_table(
     own = f.table("engine")
     if own is not None:
         check_engine_table(own, cluster, ctx)
-    settings = build_engine(comp.engine, comp.name, own, default_engine, f.node.key, ctx)
+    settings = build_engine(comp.engine, comp.name, own, default_engine, f.node.key, cluster.device, ctx)
     if ranks is None:
         return None  # missing or invalid: reported by the reader
     tp = f.int("tp") or 1

@@ -14,11 +14,11 @@ from wgc.lang.span import Span
 from wgc.placement.fields import Ctx
 from wgc.placement.keys import Fields
 from wgc.placement.schema import Cluster, Engine
-from wgc.placement.tables import DEFAULT_MAX_BATCH, DEFAULT_PAGE_SIZE
+from wgc.placement.tables import DEFAULT_MAX_BATCH, DEFAULT_PAGE_SIZE, DEFAULT_PREFIX_CACHING, DEFAULT_TOKEN_BUDGET
 
 T = TypeVar("T")
 
-KV_ONLY: tuple[str, ...] = ("kv_memory_fraction", "kv_memory", "page_size")
+KV_ONLY: tuple[str, ...] = ("kv_memory_fraction", "kv_memory", "page_size", "token_budget", "prefix_caching")
 SIZING: tuple[str, ...] = ("kv_memory_fraction", "kv_memory")
 
 
@@ -35,6 +35,9 @@ def check_engine_table(f: Fields, cluster: Cluster, ctx: Ctx) -> None:
     buckets, bat, max_batch = f.ints("cuda_graph_buckets"), f.at("cuda_graph_buckets"), f.int("max_batch")
     if buckets is not None and max_batch is not None:
         _check_batch("", [f], buckets, max_batch, f.node.key, ctx)
+    budget = f.int("token_budget")
+    if budget is not None and max_batch is not None:
+        _check_budget("", [f], budget, max_batch, ctx)
     if f.has("kv_memory_fraction") and f.has("kv_memory"):
         ctx.error("P018", "set kv_memory_fraction or kv_memory, not both", f.key_span("kv_memory"))
     if buckets is not None and bat is not None and bat.is_array:
@@ -47,10 +50,16 @@ def check_engine_table(f: Fields, cluster: Cluster, ctx: Ctx) -> None:
                 break
 
 
+def default_token_budget(device: str, max_batch: int) -> int:
+    """The token budget when none is set: the device's, at least one round of max_batch decodes."""
+    return max(DEFAULT_TOKEN_BUDGET.get(device, DEFAULT_TOKEN_BUDGET["cpu"]), max_batch)
+
+
 def build_engine(
-    kind: str, name: str, own: Fields | None, defaults: Fields | None, span: Span, ctx: Ctx
+    kind: str, name: str, own: Fields | None, defaults: Fields | None, span: Span, device: str, ctx: Ctx
 ) -> Engine:
-    """The effective settings of component `name` (engine `kind`), with the rules across tables."""
+    """The effective settings of component `name` (engine `kind`, on a `device` cluster), with the
+    rules across tables."""
     if own is not None and kind != "kv":
         for key in KV_ONLY:
             if own.has(key):
@@ -71,12 +80,17 @@ def build_engine(
     buckets = _typed(values.get("cuda_graph_buckets"), tuple, ())
     max_batch = _typed(values.get("max_batch"), int, max(buckets) if buckets else DEFAULT_MAX_BATCH)
     _check_batch(name, layers, buckets, max_batch, span, ctx)
+    budget = values.get("token_budget")
+    if isinstance(budget, int):
+        _check_budget(name, layers, budget, max_batch, ctx)
     return Engine(
         kv_memory_fraction=fraction if fraction is not None and 0 < fraction <= 1 else None,
         kv_memory=kv_memory,
         page_size=_typed(values.get("page_size"), int, DEFAULT_PAGE_SIZE),
         cuda_graph_buckets=buckets,
         max_batch=max_batch,
+        token_budget=_typed(budget, int, default_token_budget(device, max_batch)),
+        prefix_caching=_typed(values.get("prefix_caching"), bool, DEFAULT_PREFIX_CACHING),
     )
 
 
@@ -98,3 +112,20 @@ def _check_batch(name: str, layers: list[Fields], buckets: tuple[int, ...], max_
     whose = f" of {name}" if name else ""
     ctx.error("P018", f"max_batch {max_batch}{whose} is smaller than the largest CUDA-graph bucket {max(buckets)}",
               where, ("a bucket larger than max_batch is never used: raise max_batch or drop the bucket",))
+
+
+def _check_budget(name: str, layers: list[Fields], budget: int, max_batch: int, ctx: Ctx) -> None:
+    """token_budget must hold a round of max_batch decodes (one token each). Reported at the
+    token_budget, like `_check_batch`: with a name, only when the two come from different tables."""
+    if budget >= max_batch:
+        return
+    source_t = next(t for t in reversed(layers) if t.at("token_budget"))
+    source_m = next((t for t in reversed(layers) if t.at("max_batch")), None)
+    if name and source_t is source_m:
+        return
+    at = source_t.at("token_budget")
+    whose = f" of {name}" if name else ""
+    ctx.error("P018", f"token_budget {budget}{whose} is smaller than max_batch {max_batch}",
+              at.span if at else source_t.node.key,
+              (f"a round of {max_batch} decodes writes {max_batch} tokens: raise token_budget to at least "
+               f"{max_batch}, or lower max_batch",))

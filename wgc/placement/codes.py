@@ -27,7 +27,7 @@ PLACEMENT_CODES: dict[str, Code] = {
     "P015": Code("pin-outside-component", "a walk or branch pinned to ranks that do not hold whole copies of the component"),
     "P016": Code("component-not-in-walk", "a per-walk placement for a component that walk never calls"),
     "P017": Code("routing-required", "a component with several copies and unpinned calls but no routing policy"),
-    "P018": Code("bad-engine-setting", "engine settings that cannot work (fraction, buckets, max batch, kv sizing)"),
+    "P018": Code("bad-engine-setting", "engine settings that cannot work (fraction, buckets, max batch, token budget, kv sizing)"),
     "P019": Code("bad-hosts", "host rank ranges that overlap or do not cover every rank"),
     "P020": Code("bad-transport", "a transport the cluster's device kind cannot use"),
     "P021": Code("bad-stream-setting", "a stream capacity below one chunk, or an item size that cannot be computed"),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from wgc.diag.diagnostic import Diagnostic, Note
 from wgc.lang.span import Span
-from wgc.placement.document import Node
+from wgc.placement.document import Node, dotted
 from wgc.placement.units import parse_size
 
 
@@ -41,8 +41,14 @@ def kind_of(value: object) -> str:
     return names.get(type(value), "a date or time")
 
 
+def _key(node: Node) -> str:
+    """How a message names the value: `` `max_batch`: `` (from its last key), or nothing at the top."""
+    last = max((i for i, part in enumerate(node.path) if isinstance(part, str)), default=None)
+    return f"`{dotted(node.path[last:])}`: " if last is not None else ""
+
+
 def _wrong(node: Node, ctx: Ctx, want: str) -> None:
-    ctx.error("P003", f"expected {want}, found {kind_of(node.value)}", node.span)
+    ctx.error("P003", f"{_key(node)}expected {want}, found {kind_of(node.value)}", node.span)
 
 
 def string(node: Node, ctx: Ctx) -> str | None:
@@ -64,16 +70,23 @@ def choice(options: Mapping[str, object] | tuple[str, ...], what: str) -> Reader
 
 
 def integer(lo: int = 0, hi: int | None = None) -> Reader:
+    bound = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
+
     def read(node: Node, ctx: Ctx) -> int | None:
         if type(node.value) is not int:
-            return _wrong(node, ctx, "an integer")
+            return _wrong(node, ctx, f"an integer {bound}")
         if node.value < lo or (hi is not None and node.value > hi):
-            bound = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
-            ctx.error("P003", f"{node.value} is out of range: expected an integer {bound}", node.span)
+            ctx.error("P003", f"{_key(node)}{node.value} is out of range: expected an integer {bound}", node.span)
             return None
         return node.value
 
     return read
+
+
+def boolean(node: Node, ctx: Ctx) -> bool | None:
+    if isinstance(node.value, bool):
+        return node.value
+    return _wrong(node, ctx, "a boolean (true or false)")
 
 
 def number(node: Node, ctx: Ctx) -> float | None:

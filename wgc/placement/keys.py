@@ -16,6 +16,7 @@ from wgc.placement.document import Node
 from wgc.placement.fields import (
     Ctx,
     Reader,
+    boolean,
     choice,
     int_list,
     integer,
@@ -166,6 +167,8 @@ ENGINE: Spec = {
     "page_size": Key(integer(1)),
     "cuda_graph_buckets": Key(int_list(1)),
     "max_batch": Key(integer(1)),
+    "token_budget": Key(integer(1)),
+    "prefix_caching": Key(boolean),
 }
 
 HOST: Spec = {

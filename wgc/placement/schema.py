@@ -41,6 +41,8 @@ class Engine:
     page_size: int = 16  # tokens per KV page (kv components)
     cuda_graph_buckets: tuple[int, ...] = ()  # batch sizes captured as CUDA graphs (cuda)
     max_batch: int = 16  # most requests batched in one call
+    token_budget: int = 512  # tokens written per scheduling round (kv components; 8192 on cuda)
+    prefix_caching: bool = True  # share KV pages of equal prompt prefixes (kv components)
 
 
 @dataclass(frozen=True)

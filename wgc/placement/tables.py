@@ -43,6 +43,10 @@ DEFAULT_PORT = 29500
 # Engine defaults (a component's `engine` table and `[defaults.engine]` override them).
 DEFAULT_PAGE_SIZE = 16
 DEFAULT_MAX_BATCH = 16  # when no CUDA-graph buckets are given; else the largest bucket
+# Tokens a kv component may write per scheduling round (decodes 1 each, prompt chunks their
+# length), by device kind; raised to max_batch when that is larger (a round of decodes must fit).
+DEFAULT_TOKEN_BUDGET: dict[str, int] = {"cpu": 512, "cuda": 8192}
+DEFAULT_PREFIX_CACHING = True
 
 # Streams: default capacity in items (at least two chunks), and the size of item types.
 DEFAULT_STREAM_CAPACITY = 64
