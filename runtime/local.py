@@ -115,7 +115,9 @@ class LocalCluster:
     def stuck(self) -> str:
         parts = []
         for ex in self.executors:
-            for (req, key), inst in ex.instances.items():
-                ins = inst.code[inst.pc] if not inst.finished else None
-                parts.append(f"rank {ex.rank} request {req} {key} pc {inst.pc} {type(ins).__name__} waiting {inst.waiting}")
+            for req, state in ex.states.items():
+                for key, inst in state.instances.items():
+                    ins = inst.code[inst.pc] if not inst.finished else None
+                    parts.append(f"rank {ex.rank} request {req} {key} pc {inst.pc} {type(ins).__name__} "
+                                 f"waiting {inst.waiting}")
         return "; ".join(parts) or "nothing running"

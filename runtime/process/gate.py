@@ -21,7 +21,7 @@ class InitGate:
     def deliver(self, msg: Message) -> None:
         request = getattr(msg, "request", None)
         ex = self.executor
-        if request is None or request in ex.requests or request in ex.dead:
+        if request is None or ex.initialised(request) or request in ex.dead:
             ex.handle(msg)
         elif isinstance(msg, RequestInit):
             ex.handle(msg)

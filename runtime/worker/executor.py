@@ -10,6 +10,11 @@ Scheduling: every instance runs until it reaches a RUN, blocks, or ends; then
 all RUNs waiting on the same component entry are executed as one batched call
 (up to the component's max batch), across requests and fused lanes. Requests
 join and leave at these boundaries: continuous batching.
+
+State: everything of one request on this rank is one RequestState
+(request_state.py) in `states`; forgetting a request is popping it and
+releasing its component state. Only the ready deque, the ids of ended requests
+and the statistics are rank-wide.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from wgc.runtime.messages import (
 from wgc.runtime.worker.context import RankPlan
 from wgc.runtime.worker.instance import Instance
 from wgc.runtime.worker.interpret import Interpreter, StepError
-from wgc.runtime.worker.streams import StreamTable
+from wgc.runtime.worker.request_state import RequestState
 
 from wgc.plan.model import Plan, Run
 
@@ -64,31 +69,14 @@ class Executor:
         self.components = components
         self.send = send
         self.options = options or Options()
-        self.requests: dict[int, RequestInit] = {}
-        self.instances: dict[tuple[int, str], Instance] = {}
+        self.states: dict[int, RequestState] = {}  # every request this rank holds anything of
+        # Instances that may run, of every request; a dropped request's are skipped (`alive` false).
         self.ready: deque[Instance] = deque()
-        self.mailbox: dict[tuple[int, str, str], Any] = {}  # (request, instance, tag) → the next value
-        # Values that came while an earlier one of the same tag was still unreceived (a loop's SEND that
-        # ran ahead of its RECV): FIFO behind the mailbox's, so nothing is overwritten. Usually empty.
-        self.mailbox_more: dict[tuple[int, str, str], deque[Any]] = {}
-        # Instances of one flow run on a rank in the flow's order (by `prior`), one at a time.
-        self.flow_queue: dict[tuple[int, str], list[Instance]] = {}
-        self.flow_finished: dict[tuple[int, str], int] = {}  # flow instances finished here, per (request, flow)
-        # Flows that ended (FlowEnded), waiting for this rank to finish their instances, per (request, flow).
-        self.flow_ends: dict[tuple[int, str], FlowEnded] = {}
-        # Stream consumer walks on a rank other than the stream's consumer rank (RankPlan.other_consumers),
-        # per (request, stream): their instances, run one at a time in chunk order like a flow's; how many
-        # finished; and, once the consumer rank says how many there were (ConsumersEnded), that number.
-        self.consumer_queue: dict[tuple[int, str], list[Instance]] = {}
-        self.consumers_finished: dict[tuple[int, str], int] = {}
-        self.consumer_ends: dict[tuple[int, str], int] = {}
-        self.streams = StreamTable()
         # Cancelled, failed or finished requests: late messages for them are dropped. Bounded: ids are
         # never reused, and a message can only be late by so much.
         self.dead: set[int] = set()
         self._dead_order: deque[int] = deque()
         self.interp = Interpreter(self)
-        self.output_seq: dict[int, int] = {}
         self.stats = {"runs": 0, "batched_calls": 0, "messages_in": 0, "messages_out": 0}
         # Per component entry: batched calls, items in them, microseconds spent inside the component.
         self.entry_stats: dict[tuple[str, str], list[int]] = {}
@@ -105,54 +93,54 @@ class Executor:
             raise ValueError(f"rank {self.rank} cannot handle {type(msg).__name__}")
         handler(msg)
 
+    def state(self, request: int) -> RequestState:
+        """The request's state here, made by its first message (normally its RequestInit)."""
+        state = self.states.get(request)
+        if state is None:
+            state = self.states[request] = RequestState(request)
+        return state
+
+    def initialised(self, request: int) -> bool:
+        """Its RequestInit has arrived (the InitGate holds its other messages until then)."""
+        state = self.states.get(request)
+        return state is not None and state.init is not None
+
     def _on_requestinit(self, msg: RequestInit) -> None:
-        self.requests[msg.request] = msg
+        self.state(msg.request).init = msg
 
     def _on_startwalk(self, msg: StartWalk) -> None:
         self.start(msg.request, msg.instance, msg.walk, msg.inputs, msg.flow, msg.prior)
 
     def _on_data(self, msg: Data) -> None:
-        self._deliver((msg.request, msg.instance, msg.tag), msg.value)
-        self._wake(msg.request, msg.instance, ("recv", msg.tag))
+        state = self.state(msg.request)
+        state.deliver((msg.instance, msg.tag), msg.value)
+        self._wake(state, msg.instance, ("recv", msg.tag))
 
     def _on_kvdata(self, msg: KvData) -> None:
-        self._deliver((msg.request, msg.instance, msg.tag), msg.state)
-        self._wake(msg.request, msg.instance, ("recv", msg.tag))
-
-    def _deliver(self, key: tuple[int, str, str], value: Any) -> None:
-        if key in self.mailbox:
-            self.mailbox_more.setdefault(key, deque()).append(value)
-        else:
-            self.mailbox[key] = value
-
-    def take(self, key: tuple[int, str, str]) -> Any:
-        """The next value for a RECV (the caller checked that there is one)."""
-        value = self.mailbox.pop(key)
-        if self.mailbox_more:
-            more = self.mailbox_more.get(key)
-            if more:
-                self.mailbox[key] = more.popleft()
-                if not more:
-                    del self.mailbox_more[key]
-        return value
+        state = self.state(msg.request)
+        state.deliver((msg.instance, msg.tag), msg.state)
+        self._wake(state, msg.instance, ("recv", msg.tag))
 
     def _on_streamitems(self, msg: StreamItems) -> None:
         self.interp.stream_items(msg)
 
     def _on_streamcredit(self, msg: StreamCredit) -> None:
-        end = self.streams.producer(msg.request, msg.stream)
+        state = self.state(msg.request)
+        end = state.producer(msg.stream)
         end.in_flight = max(0, end.in_flight - msg.n)
-        for inst in self._live(msg.request):
+        for inst in state.instances.values():
             if inst.waiting == ("credit", msg.stream):
                 self._make_ready(inst)
 
     def _on_flowended(self, msg: FlowEnded) -> None:
-        self.flow_ends[(msg.request, msg.flow)] = msg
-        self._flow_end_check((msg.request, msg.flow))
+        state = self.state(msg.request)
+        state.flow_ends[msg.flow] = msg
+        self._flow_end_check(state, msg.flow)
 
     def _on_consumersended(self, msg: ConsumersEnded) -> None:
-        self.consumer_ends[(msg.request, msg.stream)] = msg.walks
-        self._consumers_end_check((msg.request, msg.stream))
+        state = self.state(msg.request)
+        state.consumer_ends[msg.stream] = msg.walks
+        self._consumers_end_check(state, msg.stream)
 
     def _on_cancel(self, msg: Cancel) -> None:
         self.drop_request(msg.request)
@@ -168,27 +156,28 @@ class Executor:
         schedule = self.rp.code.get(walk)
         if schedule is None or request in self.dead:
             return
+        state = self.state(request)
         inst = Instance(request, key, walk, schedule.instructions, flow, dict(inputs), prior=prior)
-        self.instances[(request, key)] = inst
+        state.instances[key] = inst
         if flow is None:
             stream = self.rp.other_consumers.get(walk) if self.rp.other_consumers else None
             if stream is None:
                 self._make_ready(inst)
                 return
-            queue = self.consumer_queue.setdefault((request, stream), [])
+            queue = state.consumer_queue.setdefault(stream, [])
             queue.append(inst)
             queue.sort(key=lambda i: i.prior)
-            self._admit_head(queue, self.consumers_finished.get((request, stream), 0))
+            self._admit_head(queue, state.consumers_finished.get(stream, 0))
             return
-        queue = self.flow_queue.setdefault((request, flow.flow), [])
+        queue = state.flow_queue.setdefault(flow.flow, [])
         queue.append(inst)
         queue.sort(key=lambda i: i.prior)
-        self._start_flow_head(request, flow.flow)
+        self._start_flow_head(state, flow.flow)
 
-    def _start_flow_head(self, request: int, flow: str) -> None:
-        queue = self.flow_queue.get((request, flow))
+    def _start_flow_head(self, state: RequestState, flow: str) -> None:
+        queue = state.flow_queue.get(flow)
         if queue:
-            self._admit_head(queue, self.flow_finished.get((request, flow), 0))
+            self._admit_head(queue, state.flow_finished.get(flow, 0))
 
     def _admit_head(self, queue: list[Instance], finished: int) -> None:
         """Start the first instance of an ordered queue once every instance before it has finished."""
@@ -201,86 +190,79 @@ class Executor:
         if not inst.dispatched:
             self.ready.append(inst)
 
-    def _wake(self, request: int, key: str, reason: tuple[str, ...]) -> None:
-        inst = self.instances.get((request, key))
+    def _wake(self, state: RequestState, key: str, reason: tuple[str, ...]) -> None:
+        inst = state.instances.get(key)
         if inst is not None and inst.waiting == reason:
             self._make_ready(inst)
 
-    def _live(self, request: int) -> list[Instance]:
-        return [i for (r, _), i in self.instances.items() if r == request]
-
     def finish(self, inst: Instance) -> None:
         inst.alive = False
-        self.instances.pop((inst.request, inst.key), None)
+        state = self.states.get(inst.request)
+        if state is None:
+            return
+        state.instances.pop(inst.key, None)
         if inst.flow is None:
-            self.interp.consumer_finished(inst)
+            self.interp.consumer_finished(state, inst)
             stream = self.rp.other_consumers.get(inst.walk) if self.rp.other_consumers else None
             if stream is not None:
-                self._other_consumer_finished((inst.request, stream), inst)
+                self._other_consumer_finished(state, stream, inst)
             return
-        key = (inst.request, inst.flow.flow)
-        queue = self.flow_queue.get(key)
+        flow = inst.flow.flow
+        queue = state.flow_queue.get(flow)
         if queue and queue[0] is inst:
             queue.pop(0)
-            self.flow_finished[key] = self.flow_finished.get(key, 0) + 1
+            state.flow_finished[flow] = state.flow_finished.get(flow, 0) + 1
             if queue:
-                self._start_flow_head(*key)
+                self._start_flow_head(state, flow)
             else:
-                del self.flow_queue[key]
-            if self.flow_ends:
-                self._flow_end_check(key)
+                del state.flow_queue[flow]
+            if state.flow_ends:
+                self._flow_end_check(state, flow)
 
-    def _flow_end_check(self, key: tuple[int, str]) -> None:
+    def _flow_end_check(self, state: RequestState, flow: str) -> None:
         """An ended flow whose instances have all finished here: close its streams behind this rank's
         items, and tell the coordinator when it waits for this rank's outputs."""
-        end = self.flow_ends.get(key)
-        if end is None or self.flow_finished.get(key, 0) < end.walks:
+        end = state.flow_ends.get(flow)
+        if end is None or state.flow_finished.get(flow, 0) < end.walks:
             return
-        del self.flow_ends[key]
+        del state.flow_ends[flow]
         self.interp.close_streams(end.request, end.flow)
         if end.report:
             self.send(COORDINATOR, Drained(end.request, self.rank, flow=end.flow))
 
-    def _other_consumer_finished(self, key: tuple[int, str], inst: Instance) -> None:
-        finished = self.consumers_finished[key] = self.consumers_finished.get(key, 0) + 1
-        queue = self.consumer_queue.get(key)
+    def _other_consumer_finished(self, state: RequestState, stream: str, inst: Instance) -> None:
+        finished = state.consumers_finished[stream] = state.consumers_finished.get(stream, 0) + 1
+        queue = state.consumer_queue.get(stream)
         if queue and queue[0] is inst:
             queue.pop(0)
             if queue:
                 self._admit_head(queue, finished)
             else:
-                del self.consumer_queue[key]
-        self._consumers_end_check(key)
+                del state.consumer_queue[stream]
+        self._consumers_end_check(state, stream)
 
-    def _consumers_end_check(self, key: tuple[int, str]) -> None:
-        walks = self.consumer_ends.get(key)
-        if walks is not None and self.consumers_finished.get(key, 0) >= walks:
-            del self.consumer_ends[key]
-            self.send(COORDINATOR, Drained(key[0], self.rank, stream=key[1]))
+    def _consumers_end_check(self, state: RequestState, stream: str) -> None:
+        walks = state.consumer_ends.get(stream)
+        if walks is not None and state.consumers_finished.get(stream, 0) >= walks:
+            del state.consumer_ends[stream]
+            self.send(COORDINATOR, Drained(state.request, self.rank, stream=stream))
 
     def fail(self, request: int, error: str) -> None:
         self.send(COORDINATOR, Failed(request, self.rank, error))
         self.drop_request(request)
 
     def drop_request(self, request: int) -> None:
-        """Forget everything of a request on this rank: instances, messages, stream ends, component state."""
+        """Forget everything of a request on this rank: its state (instances, messages, stream ends) and
+        its component state. Its instances still in `ready` are skipped there (not alive)."""
         if request not in self.dead:
             self.dead.add(request)
             self._dead_order.append(request)
             if len(self._dead_order) > DEAD_REMEMBERED:
                 self.dead.discard(self._dead_order.popleft())
-        self.requests.pop(request, None)
-        for key in [k for k in self.instances if k[0] == request]:
-            self.instances.pop(key).alive = False
-        self.ready = deque(i for i in self.ready if i.request != request)
-        for table in (self.mailbox, self.mailbox_more, self.flow_queue, self.flow_finished, self.flow_ends,
-                      self.consumer_queue, self.consumers_finished, self.consumer_ends):
-            if table:
-                for key in [k for k in table if k[0] == request]:
-                    del table[key]
-        self.streams.drop(request)
-        self.interp.forget(request)
-        self.output_seq.pop(request, None)
+        state = self.states.pop(request, None)
+        if state is not None:
+            for inst in state.instances.values():
+                inst.alive = False
         for comp in self.components.values():
             comp.release(request)
 
@@ -323,13 +305,18 @@ class Executor:
 
     def _dispatch(self, component: str, entry: str, group: list[Instance]) -> None:
         comp = self.components[component]
-        limit = int(comp.spec.settings.get("max_batch", 0) or 0) or len(group)
+        limit = max(1, int(comp.spec.settings.get("max_batch", 0) or 0) or len(group))
         calls: list[Call] = []
         targets: list[tuple[Instance, str]] = []  # where each call's result goes
         getters_of = self.interp.arg_getters
         last: Run | None = None
         lanes: list[tuple] = []
+        # A request of this batch failed: its calls not run yet are dropped (their instances are no longer
+        # alive), so a component never sees a dead request (it has released its state already).
+        failed = False
         for inst in group:
+            if failed and not inst.alive:
+                continue
             ins = inst.code[inst.pc]
             if ins is not last:  # a batch is usually one instruction of one walk: look its lanes up once
                 last = ins
@@ -342,21 +329,30 @@ class Executor:
                     targets.append((inst, out))
             except KeyError as err:
                 self.fail(inst.request, str(self.interp.missing_value(inst, err.args[0])))
+                failed = True
+        if failed:
+            calls, targets = _of_live(calls, targets)
         totals = self.entry_stats.setdefault((component, entry), [0, 0, 0])
-        for start in range(0, len(calls), max(1, limit)):
+        for start in range(0, len(calls), limit):
+            chunk, chunk_targets = calls[start:start + limit], targets[start:start + limit]
+            if failed:  # an earlier chunk raised: the calls of the requests it failed are not run
+                chunk, chunk_targets = _of_live(chunk, chunk_targets)
+                if not chunk:
+                    continue
             began = time.perf_counter()
             try:
-                results = comp.call(entry, calls[start:start + limit])
+                results = comp.call(entry, chunk)
             except Exception as err:  # noqa: BLE001 - a component failure fails its requests, not the rank
-                for req in {c.request for c in calls[start:start + limit]}:
+                for req in {c.request for c in chunk}:
                     self.fail(req, f"rank {self.rank}: {component}.{entry} raised {type(err).__name__}: {err}")
+                failed = True
                 continue
             self.stats["batched_calls"] += 1
             self.stats["runs"] += len(results)
             totals[0] += 1
             totals[1] += len(results)
             totals[2] += int((time.perf_counter() - began) * 1e6)
-            for (inst, out), value in zip(targets[start:start + limit], results):
+            for (inst, out), value in zip(chunk_targets, results):
                 if out:
                     inst.frame[out] = value
         ready = self.ready
@@ -376,11 +372,6 @@ class Executor:
         else:
             self.send(destination, msg)
 
-    def next_output_seq(self, request: int) -> int:
-        seq = self.output_seq.get(request, 0)
-        self.output_seq[request] = seq + 1
-        return seq
-
     def flow_done(self, request: int, flow: str, on_rank: dict[int, int]) -> None:
         """The flow's last walk ran NEXT here. `on_rank`: how many of the flow's walk instances each rank got.
 
@@ -396,11 +387,12 @@ class Executor:
             self.post(r, FlowEnded(request, flow, on_rank.get(r, 0), r in drains))
 
     def counters(self) -> dict[str, int]:
+        states = self.states.values()
         out = {
-            "instances": len(self.instances),
-            "requests": len(self.requests),
-            "mailbox": len(self.mailbox) + sum(len(q) for q in self.mailbox_more.values()),
-            "stream_ends": self.streams.count(),
+            "instances": sum(len(s.instances) for s in states),
+            "requests": len(self.states),
+            "mailbox": sum(s.mail_count() for s in states),
+            "stream_ends": sum(len(s.producers) + len(s.consumers) for s in states),
             **self.stats,
         }
         for name, comp in self.components.items():
@@ -411,3 +403,9 @@ class Executor:
             out[f"{component}.{entry}.items"] = items
             out[f"{component}.{entry}.compute_us"] = micros
         return out
+
+
+def _of_live(calls: list[Call], targets: list[tuple[Instance, str]]) -> tuple[list[Call], list[tuple[Instance, str]]]:
+    """The calls whose instance is still alive (its request has not failed meanwhile)."""
+    keep = [i for i, (inst, _) in enumerate(targets) if inst.alive]
+    return [calls[i] for i in keep], [targets[i] for i in keep]

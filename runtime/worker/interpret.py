@@ -36,6 +36,8 @@ from wgc.runtime.request_env import RequestEnv, const_table
 from wgc.runtime.streams.buffer import ENDED, WAITING
 from wgc.runtime.worker.flowstep import next_step, on_ranks
 from wgc.runtime.worker.instance import FREED, Instance, LoopState
+from wgc.runtime.worker.request_state import RequestState
+from wgc.runtime.worker.streams import ConsumerEnd
 
 from wgc.plan import model as m
 from wgc.sim.mock import mock_input
@@ -64,7 +66,6 @@ class Interpreter:
         self.ex = ex
         self.evaluate = evaluator(ex.options.fake_inputs)
         self.consts = const_table(ex.rp.plan, ex.options.fake_inputs)
-        self._alive: dict[tuple[int, str], bool] = {}  # (request, stream) → has a reader
         self.handlers = {
             m.Eval: self._eval, m.Send: self._send, m.Recv: self._recv, m.Loop: self._loop,
             m.EndLoop: self._endloop, m.Push: self._push, m.Pop: self._pop, m.Emit: self._emit,
@@ -75,7 +76,7 @@ class Interpreter:
 
     def eval(self, e: m.Expr, inst: Instance) -> Any:
         try:
-            return self.evaluate(e, RequestEnv(self.consts, self.ex.requests[inst.request], inst.frame))
+            return self.evaluate(e, RequestEnv(self.consts, self.ex.states[inst.request].init, inst.frame))
         except KeyError as err:
             raise self._error(inst, f"value `{err.args[0]}` is not available (freed or never set)") from None
         except (TypeError, ValueError, ArithmeticError, IndexError, RuntimeError) as err:
@@ -142,10 +143,11 @@ class Interpreter:
         self.ex.post(ins.peer, Data(inst.request, inst.key, ins.tag, self._value(inst, ins.value)))
 
     def _recv(self, inst: Instance, ins: m.Recv) -> Blocked | None:
-        key = (inst.request, inst.key, ins.tag)
-        if key not in self.ex.mailbox:
+        state = self.ex.states[inst.request]
+        key = (inst.key, ins.tag)
+        if key not in state.mailbox:
             return Blocked(("recv", ins.tag))
-        inst.frame[ins.value] = self.ex.take(key)
+        inst.frame[ins.value] = state.take(key)
         return None
 
     def _kvsend(self, inst: Instance, ins: m.KvSend) -> None:
@@ -153,14 +155,15 @@ class Interpreter:
         self.ex.post(ins.peer, KvData(inst.request, inst.key, ins.tag, ins.component, ins.label, state))
 
     def _kvrecv(self, inst: Instance, ins: m.KvRecv) -> Blocked | None:
-        key = (inst.request, inst.key, ins.tag)
-        if key not in self.ex.mailbox:
+        state = self.ex.states[inst.request]
+        key = (inst.key, ins.tag)
+        if key not in state.mailbox:
             return Blocked(("recv", ins.tag))
-        self.ex.components[ins.component].import_label(inst.request, ins.label, self.ex.take(key))
+        self.ex.components[ins.component].import_label(inst.request, ins.label, state.take(key))
         return None
 
     def _emit(self, inst: Instance, ins: m.Emit) -> None:
-        seq = self.ex.next_output_seq(inst.request)
+        seq = self.ex.states[inst.request].next_output_seq()
         self.ex.send(-1, Output(inst.request, ins.modality, self._value(inst, ins.value), inst.walk, self.ex.rank, seq))
 
     def _fork(self, inst: Instance, ins: m.Fork) -> None:
@@ -265,9 +268,10 @@ class Interpreter:
 
     def _push(self, inst: Instance, ins: m.Push) -> Blocked | None:
         spec = self.ex.rp.streams[ins.stream]
-        if not self._stream_alive(inst.request, ins.stream):
+        state = self.ex.states[inst.request]
+        if not self._stream_alive(state, ins.stream):
             return None
-        end = self.ex.streams.producer(inst.request, ins.stream)
+        end = state.producer(ins.stream)
         if spec.capacity > 0 and end.in_flight >= spec.capacity:
             return Blocked(("credit", ins.stream))
         end.in_flight += 1
@@ -277,7 +281,7 @@ class Interpreter:
 
     def _pop(self, inst: Instance, ins: m.Pop) -> Blocked | None:
         spec = self.ex.rp.streams[ins.stream]
-        end = self.ex.streams.consumer(inst.request, spec)
+        end = self.ex.states[inst.request].consumer(spec)
         before = end.buffer.consumed
         got = end.buffer.pop()
         if got is WAITING:
@@ -288,47 +292,43 @@ class Interpreter:
         self._credit(inst.request, spec.name, end, before)
         return None
 
-    def _stream_alive(self, request: int, stream: str) -> bool:
+    def _stream_alive(self, state: RequestState, stream: str) -> bool:
         """A stream read by `recv` in a flow this request does not run has no reader: its items are dropped.
 
         Decided once per (request, stream): every push asks, and the answer cannot change."""
-        key = (request, stream)
-        alive = self._alive.get(key)
+        alive = state.has_reader.get(stream)
         if alive is None:
-            alive = self._alive[key] = self._has_reader(request, stream)
+            alive = state.has_reader[stream] = self._has_reader(state, stream)
         return alive
 
-    def _has_reader(self, request: int, stream: str) -> bool:
+    def _has_reader(self, state: RequestState, stream: str) -> bool:
         spec = self.ex.rp.streams[stream]
         if spec.consumer_walk is not None:
             return True
-        init = self.ex.requests.get(request)
+        init = state.init
         if init is None:
             return False
         readers = [f for f, streams in self.ex.rp.read_by_flow.items() if stream in streams]
         return any(self.ex.rp.flows[f].starts(lambda e, _k: self.evaluate(e, RequestEnv(self.consts, init)))
                    for f in readers)
 
-    def forget(self, request: int) -> None:
-        """The request left this rank: drop what was remembered about it."""
-        for key in [k for k in self._alive if k[0] == request]:
-            del self._alive[key]
-
     def stream_items(self, msg: StreamItems) -> None:
         spec = self.ex.rp.streams[msg.stream]
-        end = self.ex.streams.consumer(msg.request, spec)
-        self.ex.streams.receive(end, msg.source, msg.items)
+        state = self.ex.state(msg.request)
+        end = state.consumer(spec)
+        end.receive(msg.source, msg.items)
         if msg.closed:
             end.closed_by.add(msg.source)
             if end.closed_by >= set(spec.producer_ranks):
                 end.buffer.close()
-        self._serve(msg.request, spec)
+        self._serve(state, spec)
 
-    def _serve(self, request: int, spec: m.StreamSpec) -> None:
+    def _serve(self, state: RequestState, spec: m.StreamSpec) -> None:
         """Fire consumer walks for ready chunks, or wake a waiting `recv`."""
-        end = self.ex.streams.consumer(request, spec)
+        request = state.request
+        end = state.consumer(spec)
         if spec.consumer_walk is None:
-            for inst in self.ex._live(request):
+            for inst in state.instances.values():
                 if inst.waiting == ("pop", spec.name):
                     self.ex._make_ready(inst)
             return
@@ -354,20 +354,20 @@ class Interpreter:
                     self.ex.post(r, StartWalk(request, key, walk.name, inputs, None, chunk_no))
         self._report_stream_done(request, spec, end)
 
-    def _credit(self, request: int, stream: str, end, before: int) -> None:
-        for source, n in self.ex.streams.credits(end, before).items():
+    def _credit(self, request: int, stream: str, end: ConsumerEnd, before: int) -> None:
+        for source, n in end.credits(before).items():
             self.ex.post(source, StreamCredit(request, stream, n))
 
-    def consumer_finished(self, inst: Instance) -> None:
+    def consumer_finished(self, state: RequestState, inst: Instance) -> None:
         stream = inst.key.split("/", 1)[0]
         spec = self.ex.rp.streams.get(stream)
-        end = self.ex.streams.consumers.get((inst.request, stream))
+        end = state.consumers.get(stream)
         if spec is None or end is None:
             return
         end.live.discard(inst.key)
         self._report_stream_done(inst.request, spec, end)
 
-    def _report_stream_done(self, request: int, spec: m.StreamSpec, end) -> None:
+    def _report_stream_done(self, request: int, spec: m.StreamSpec, end: ConsumerEnd) -> None:
         if end.buffer.drained and not end.live and not end.done_reported:
             end.done_reported = True
             # The consumer walk's other ranks that emit may still be running its instances: the
@@ -393,7 +393,7 @@ class Interpreter:
         result = self._value(inst, ins.result) if ins.result else None
         walk = self.ex.rp.walks[inst.walk]
         table = self.ex.rp.flows[inst.flow.flow]
-        init = self.ex.requests[inst.request]
+        init = self.ex.states[inst.request].init
 
         def cond(e: m.Expr, kind: str | None) -> Any:
             results = dict(inst.flow.results) | ({inst.walk: result} if ins.result else {})

@@ -59,8 +59,10 @@ class ToyCluster(LocalCluster):
             keys = ["instances", "requests", "mailbox", "stream_ends"]
             keys += [k for k in counters if k.endswith(".requests")]
             bad = {k: counters[k] for k in keys if counters.get(k)}
-            if ex.flow_queue or ex.ready:
-                bad["queued"] = len(ex.flow_queue) + len(ex.ready)
+            if ex.states:
+                bad["states"] = len(ex.states)
+            if ex.ready:
+                bad["queued"] = len(ex.ready)
             if bad:
                 out[ex.rank] = bad
         return out

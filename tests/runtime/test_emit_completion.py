@@ -257,7 +257,7 @@ def test_a_flow_end_that_overtakes_its_walks_start_still_waits_for_them(plan: Pl
     cluster.pump()  # rank 0 ran the walk and ended the flow; rank 1 has not started it
     assert [e.kind for e in cluster.take_events()] == ["output"]  # rank 0's text only: not done
     assert request in cluster.coordinator.live
-    assert cluster.executors[1].flow_ends  # the FlowEnded waits for the walk
+    assert cluster.executors[1].states[request].flow_ends  # the FlowEnded waits for the walk
     cluster.wire.extend(held)
     cluster.pump()
     events = cluster.take_events()
@@ -273,7 +273,7 @@ def test_values_sent_ahead_of_their_recv_queue_up_in_order(plan: Plan) -> None:
     request = cluster.submit(spec("interleaved", {"n": 6}))
     while deliver(cluster, 0):
         cluster.executors[0].run()
-    assert not cluster.executors[0].instances  # rank 0 finished the walk
+    assert not cluster.executors[0].states[request].instances  # rank 0 finished the walk
     deliver(cluster, 1)
     assert cluster.executors[1].counters()["mailbox"] == 12  # 6 values of `t`, 6 stop decisions
     cluster.pump()

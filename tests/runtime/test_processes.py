@@ -208,6 +208,9 @@ class _Recorder:
         if isinstance(msg, RequestInit):
             self.requests[msg.request] = msg
 
+    def initialised(self, request: int) -> bool:
+        return request in self.requests
+
 
 def test_messages_that_overtake_their_request_init_are_held_until_it_arrives() -> None:
     ex = _Recorder()

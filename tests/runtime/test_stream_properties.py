@@ -122,10 +122,11 @@ def test_a_bounded_stream_holds_its_producer_back_instead_of_growing(tmp_path: P
     while cluster.wire:
         cluster.pump(limit=1)
         for ex in cluster.executors:
-            for end in ex.streams.producers.values():
-                most = max(most, end.in_flight)
-            for end in ex.streams.consumers.values():
-                assert end.buffer.pending <= 6
+            for state in ex.states.values():
+                for end in state.producers.values():
+                    most = max(most, end.in_flight)
+                for end in state.consumers.values():
+                    assert end.buffer.pending <= 6
     assert most == 6  # the producer filled its window and waited for credit, many times over
     windows = [c for e in cluster.take_events() if e.output is not None for c in [e.output.value]]
     assert windows == [list(range(i, i + 4)) for i in range(1, 201, 4)]
