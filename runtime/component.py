@@ -56,7 +56,22 @@ class CallError(Exception):
 
 
 class Component:
-    """Base class. Subclasses define entry methods `def decode(self, calls: list[Call]) -> list[Any]`."""
+    """Base class. Subclasses define entry methods `def decode(self, calls: list[Call]) -> list[Any]`.
+
+    An entry returns one result per call, in order, and each result is data the codec
+    (runtime/codec.py) can send to any rank, whatever the placement:
+
+    - None, bool, int, float, str, bytes;
+    - a torch tensor, on any device (it travels as its CPU bytes and arrives as a CPU tensor);
+    - a numpy array: `call` turns it into a tensor with torch.from_numpy (copied first when it is
+      not C-contiguous or not writable); a numpy scalar becomes the Python scalar (`.item()`);
+    - a list, tuple, dict or set of these, nested as deep as needed (a tuple arrives as a list on
+      another rank, a set as a frozenset);
+    - PARTIAL, for a call that wrote only part of its input this round.
+
+    Anything else (an object-dtype array, a dtype torch cannot hold, any other object) fails in
+    `call` with a TypeError naming `component.entry`, the request and what it returned.
+    """
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str) -> None:
         self.spec = spec
@@ -75,6 +90,18 @@ class Component:
         out = method(calls)
         if len(out) != len(calls):
             raise RuntimeError(f"{self.spec.name}.{entry} returned {len(out)} results for {len(calls)} calls")
+        for i, value in enumerate(out):
+            if type(value) in _PLAIN:  # the hot path: one type check per result
+                continue
+            try:
+                sendable = portable(value)
+            except Unsendable as bad:
+                inside = " (inside its result)" if bad.value is not value else ""
+                raise TypeError(f"{self.spec.name}.{entry} returned {bad.what}{inside} for request "
+                                f"{calls[i].request}{bad.why}") from None
+            if sendable is not value:
+                out = out if isinstance(out, list) else list(out)
+                out[i] = sendable
         return out
 
     def default_label(self) -> str:
@@ -143,6 +170,61 @@ class Component:
     def counters(self) -> dict[str, int]:
         """Live resource counts (pages, labels, requests) for health reporting and leak tests."""
         return {}
+
+
+_PLAIN = frozenset({int, float, bool, str, bytes, type(None), Partial})
+_SENDS = ("; an entry returns None, bool, int, float, str, bytes, tensors, numpy arrays, "
+          "or lists, tuples, dicts and sets of them")
+
+
+class Unsendable(Exception):
+    """A value (or a part of it) the codec cannot send: `what` it is and `why`."""
+
+    def __init__(self, value: Any, what: str, why: str) -> None:
+        super().__init__(what + why)
+        self.value, self.what, self.why = value, what, why
+
+
+def portable(value: Any) -> Any:
+    """`value` as the codec can send it: numpy arrays (also inside containers) as tensors, numpy
+    scalars as Python scalars; the value itself when nothing needed converting. Unsendable otherwise."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind.__module__.startswith("torch"):
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            return value
+    elif kind.__module__ == "numpy":
+        import numpy as np
+
+        if isinstance(value, np.ndarray):
+            return _from_numpy(value)
+        if isinstance(value, np.generic) and value.dtype.kind in "biufcSU":
+            return portable(value.item())
+    elif kind in (list, tuple, set, frozenset):
+        items = [portable(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else kind(items)
+    elif kind is dict:
+        pairs = [(portable(k), portable(v)) for k, v in value.items()]
+        return value if all(k is a and v is b for (k, v), (a, b) in zip(pairs, value.items())) else dict(pairs)
+    raise Unsendable(value, f"a {kind.__name__}", ", which cannot be sent between ranks" + _SENDS)
+
+
+def _from_numpy(array: Any) -> Any:
+    import numpy as np
+    import torch
+
+    if array.dtype.hasobject:
+        raise Unsendable(array, "a numpy array of dtype object",
+                         ": an object array is not data; return a tensor, or lists of numbers or strings")
+    if not (array.flags.c_contiguous and array.flags.writeable):
+        array = np.array(array, order="C")  # a copy: torch.from_numpy takes no negative strides, warns on read-only
+    try:
+        return torch.from_numpy(array)
+    except TypeError:
+        raise Unsendable(array, f"a numpy array of dtype {array.dtype}", ", which torch cannot hold" + _SENDS) from None
 
 
 def load_class(path: str) -> type[Component]:
