@@ -19,13 +19,12 @@ and the statistics are rank-wide.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wgc.runtime.component import Call, Component
+from wgc.runtime.component import Component
 from wgc.runtime.messages import (
     Cancel,
     CancelAck,
@@ -44,6 +43,7 @@ from wgc.runtime.messages import (
     StreamCredit,
     StreamItems,
 )
+from wgc.runtime.worker.batching import Batcher
 from wgc.runtime.worker.context import RankPlan
 from wgc.runtime.worker.instance import Instance
 from wgc.runtime.worker.interpret import Interpreter, StepError
@@ -72,11 +72,14 @@ class Executor:
         self.states: dict[int, RequestState] = {}  # every request this rank holds anything of
         # Instances that may run, of every request; a dropped request's are skipped (`alive` false).
         self.ready: deque[Instance] = deque()
+        self.deferred: list[Instance] = []  # at a RUN the scheduler put off (batching.py); retried later
         # Cancelled, failed or finished requests: late messages for them are dropped. Bounded: ids are
         # never reused, and a message can only be late by so much.
         self.dead: set[int] = set()
         self._dead_order: deque[int] = deque()
         self.interp = Interpreter(self)
+        self.failures = 0  # requests failed here so far (a batch checks whether one of its own did)
+        self.batcher = Batcher(self)
         self.stats = {"runs": 0, "batched_calls": 0, "messages_in": 0, "messages_out": 0}
         # Per component entry: batched calls, items in them, microseconds spent inside the component.
         self.entry_stats: dict[tuple[str, str], list[int]] = {}
@@ -248,6 +251,7 @@ class Executor:
             self.send(COORDINATOR, Drained(state.request, self.rank, stream=stream))
 
     def fail(self, request: int, error: str) -> None:
+        self.failures += 1
         self.send(COORDINATOR, Failed(request, self.rank, error))
         self.drop_request(request)
 
@@ -263,6 +267,8 @@ class Executor:
         if state is not None:
             for inst in state.instances.values():
                 inst.alive = False
+        if self.deferred:
+            self.deferred = [i for i in self.deferred if i.request != request]
         for comp in self.components.values():
             comp.release(request)
 
@@ -273,6 +279,8 @@ class Executor:
         batched calls (the caller then reads its messages — cancels, probes, new requests — and runs again)."""
         advance = self.interp.advance
         rounds = 0
+        if self.deferred:
+            self._retry_deferred()
         while self.ready and (max_rounds is None or rounds < max_rounds):
             rounds += 1
             batches: dict[tuple[str, str], list[Instance]] = {}
@@ -300,67 +308,25 @@ class Executor:
                         group.append(inst)
                 else:
                     inst.waiting = status.reason
-            for (component, entry), group in batches.items():
-                self._dispatch(component, entry, group)
+            self.batcher.new_round()
+            progressed = False
+            for key in self.batcher.order(batches):
+                progressed = self.batcher.dispatch(key[0], key[1], batches[key]) or progressed
+            if self.deferred and progressed:  # pages or budget may be there now: retry next round
+                self._retry_deferred()
 
-    def _dispatch(self, component: str, entry: str, group: list[Instance]) -> None:
-        comp = self.components[component]
-        limit = max(1, int(comp.spec.settings.get("max_batch", 0) or 0) or len(group))
-        calls: list[Call] = []
-        targets: list[tuple[Instance, str]] = []  # where each call's result goes
-        getters_of = self.interp.arg_getters
-        last: Run | None = None
-        lanes: list[tuple] = []
-        # A request of this batch failed: its calls not run yet are dropped (their instances are no longer
-        # alive), so a component never sees a dead request (it has released its state already).
-        failed = False
-        for inst in group:
-            if failed and not inst.alive:
-                continue
-            ins = inst.code[inst.pc]
-            if ins is not last:  # a batch is usually one instruction of one walk: look its lanes up once
-                last = ins
-                lanes = list(zip(getters_of(ins), ins.labels, ins.outputs))
-            try:
-                for getters, label, out in lanes:
-                    if inst.pending:
-                        self.interp.before_call(inst, comp, label)
-                    calls.append(Call(inst.request, label, tuple([g(inst) for g in getters])))
-                    targets.append((inst, out))
-            except KeyError as err:
-                self.fail(inst.request, str(self.interp.missing_value(inst, err.args[0])))
-                failed = True
-        if failed:
-            calls, targets = _of_live(calls, targets)
-        totals = self.entry_stats.setdefault((component, entry), [0, 0, 0])
-        for start in range(0, len(calls), limit):
-            chunk, chunk_targets = calls[start:start + limit], targets[start:start + limit]
-            if failed:  # an earlier chunk raised: the calls of the requests it failed are not run
-                chunk, chunk_targets = _of_live(chunk, chunk_targets)
-                if not chunk:
-                    continue
-            began = time.perf_counter()
-            try:
-                results = comp.call(entry, chunk)
-            except Exception as err:  # noqa: BLE001 - a component failure fails its requests, not the rank
-                for req in {c.request for c in chunk}:
-                    self.fail(req, f"rank {self.rank}: {component}.{entry} raised {type(err).__name__}: {err}")
-                failed = True
-                continue
-            self.stats["batched_calls"] += 1
-            self.stats["runs"] += len(results)
-            totals[0] += 1
-            totals[1] += len(results)
-            totals[2] += int((time.perf_counter() - began) * 1e6)
-            for (inst, out), value in zip(chunk_targets, results):
-                if out:
-                    inst.frame[out] = value
+    def _retry_deferred(self) -> None:
         ready = self.ready
-        for inst in group:
-            inst.dispatched = False
+        for inst in self.deferred:
             if inst.alive:
-                inst.pc += 1
                 ready.append(inst)
+        self.deferred.clear()
+
+    def defer(self, inst: Instance) -> None:
+        """The instance stays at its RUN until a later round (waiting for pages or budget, or a chunk
+        of its input was written): it is retried once a round has made progress, or after the next
+        message (pages come back when a request ends or is cancelled)."""
+        self.deferred.append(inst)
 
     # ---- outbound ------------------------------------------------------------------------
 
@@ -394,6 +360,8 @@ class Executor:
             "mailbox": sum(s.mail_count() for s in states),
             "stream_ends": sum(len(s.producers) + len(s.consumers) for s in states),
             **self.stats,
+            **self.batcher.stats,
+            "deferred": len(self.deferred),
         }
         for name, comp in self.components.items():
             for key, value in comp.counters().items():
@@ -403,9 +371,3 @@ class Executor:
             out[f"{component}.{entry}.items"] = items
             out[f"{component}.{entry}.compute_us"] = micros
         return out
-
-
-def _of_live(calls: list[Call], targets: list[tuple[Instance, str]]) -> tuple[list[Call], list[tuple[Instance, str]]]:
-    """The calls whose instance is still alive (its request has not failed meanwhile)."""
-    keep = [i for i, (inst, _) in enumerate(targets) if inst.alive]
-    return [calls[i] for i in keep], [targets[i] for i in keep]

@@ -45,6 +45,7 @@ class Instance:
     prior: int = 0  # walks of its flow that must finish on this rank before it may start
     admitted: bool = False  # its flow's turn has come on this rank (it may run)
     alive: bool = True  # false once finished or dropped: a stale entry in a queue is skipped
+    waited: int = 0  # rounds its current RUN has been put off by the scheduler (batching.py)
 
     @property
     def finished(self) -> bool:
