@@ -164,6 +164,47 @@ def test_sliding_stream_fires_one_walk_per_window(tmp_path: Path, n: int, ranks:
     assert not cluster.leftovers()
 
 
+LEFT_CONTEXT = """
+model left_context
+import tests.runtime.toys as toy
+param n: int = 10 in 1..100
+component llm: toy.Counter engine kv {
+    decode(prev: token) -> token
+}
+component mix: toy.Mixer engine stateless {
+    chunk(c: token[_]) -> tokens
+}
+stream codes: token from llm to mix left_context(left=3, chunk=2) at_end drop capacity CAPACITY
+walk decode() {
+    loop n carry tok = 0 {
+        tok = llm.decode(tok)
+        send tok -> codes
+    }
+}
+walk speak(c: token[_]) on codes {
+    emit text mix.chunk(c)
+}
+flow { start -> decode -> done }
+"""
+
+
+@pytest.mark.parametrize(("ranks", "in_placement"), [(1, False), (2, False), (2, True)])
+def test_a_left_context_stream_runs_with_capacity_its_chunk_as_its_context_is_already_consumed(
+        tmp_path: Path, ranks: int, in_placement: bool) -> None:
+    source, place = tmp_path / "t.walk", tmp_path / "p.toml"
+    source.write_text(LEFT_CONTEXT.replace(" capacity CAPACITY", "" if in_placement else " capacity 2"))
+    extra = "" if ranks == 1 else "[components.mix]\nranks = [1]\n"
+    place.write_text(cpu_placement(ranks, extra + ("[streams.codes]\ncapacity = 2\n" if in_placement else "")))
+    result = compile_program(str(source), source.read_text(), str(place))  # the simulator runs it too
+    assert result.plan is not None and result.data is not None, [d.message for d in result.diagnostics]
+    cluster = ToyCluster(result.plan)
+    out = cluster.run([RequestSpec(params={"n": 9})])
+    chunks = next(iter(out.values()))["text"]
+    tokens = list(range(1, 10))
+    assert chunks == [tokens[max(0, j * 2 - 3):(j + 1) * 2] for j in range(4)]  # 2 new items, up to 3 before
+    assert not cluster.leftovers()
+
+
 OMNI = """
 model omni
 import tests.runtime.toys as toy

@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 from wgc.runtime.streams import ENDED, PAD, WAITING, Chunk, StreamBuffer, make_policy
 
+from wgc.check.policies import first_chunk_items
+from wgc.placement.facts import FIRST_CHUNK_ITEMS
+
 N = 13  # streams of 0..N items
 
 
@@ -145,6 +148,28 @@ def test_capacity_counts_unconsumed_items_only() -> None:
     assert buf.poll() is not None
     assert buf.pending == 0
     assert buf.push(4) == "ok"
+
+
+@pytest.mark.parametrize(("name", "args"), [("fixed", {"size": 3}), ("sliding", {"window": 5, "stride": 2}),
+                                           ("left_context", {"left": 4, "chunk": 3}),
+                                           ("left_context", {"left": 0, "chunk": 2})])
+def test_the_smallest_capacity_the_checkers_accept_is_what_the_buffer_needs_to_form_every_chunk(
+        name: str, args: dict[str, int]) -> None:
+    policy = make_policy(name, args)
+    least = policy.first  # items unconsumed when the first chunk forms; a left context was consumed before
+    assert first_chunk_items(name, args) == FIRST_CHUNK_ITEMS[name](args) == least
+    buf = StreamBuffer(policy, capacity=least)
+    taken = 0
+    for i in range(40):
+        assert not buf.full  # the producer always has room: every chunk forms within the capacity
+        buf.push(i)
+        while buf.poll() is not None:
+            taken += 1
+    assert taken == policy.complete(40)
+    short = StreamBuffer(policy, capacity=least - 1) if least > 1 else None
+    while short is not None and not short.full:
+        short.push(0)
+    assert short is None or not short.ready()  # one below: full before the first chunk, forever
 
 
 def test_unbounded_by_default() -> None:

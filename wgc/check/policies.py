@@ -72,18 +72,21 @@ def check_policy(ctx: Context, s: ast.Stream) -> None:
     if s.after_end is not None and s.after_end not in AFTER_END:
         ctx.error("E034", f"unknown after_end rule `{s.after_end}`", s.after_end_span or s.span,
                   did_you_mean(s.after_end, AFTER_END) or ("after_end rules: stop, continue",))
-    reach = _chunk_reach(p.name, values)
-    if s.capacity is not None and s.capacity < max(1, reach):
-        ctx.error("E019", f"capacity {s.capacity} cannot hold one chunk of {reach} items: the producer would wait "
-                  "forever for room", s.span, (f"use capacity {max(1, reach)} or more",))
+    need = max(1, first_chunk_items(p.name, values))
+    if s.capacity is not None and s.capacity < need:
+        ctx.error("E019", f"capacity {s.capacity} cannot hold one chunk of {need} items: the producer would wait "
+                  "forever for room", s.span, (f"use capacity {need} or more",))
 
 
-def _chunk_reach(name: str, values: dict[str, int]) -> int:
-    """Items one chunk spans, context included."""
+def first_chunk_items(name: str, values: dict[str, int]) -> int:
+    """The smallest capacity that lets a chunk form: items pushed and not yet consumed when the first
+    chunk is ready. Capacity counts only those (docs/plan.md): a sliding window's overlap and a
+    left_context's L items of context were consumed by the chunk before, so later chunks need no more
+    (sliding: S new items; left_context: C)."""
     if name == "sliding":
         return values.get("window", 1)
     if name == "left_context":
-        return values.get("left", 0) + values.get("chunk", 1)
+        return values.get("chunk", 1)
     return values.get("size", 1)
 
 

@@ -30,8 +30,8 @@ def build_streams(top: Fields, facts: ProgramFacts, ctx: Ctx) -> tuple[StreamSet
                 dims[dim] = value
         capacity = f.int("capacity")
         at = f.at("capacity")
-        if capacity is not None and at is not None and stream.chunk_items and capacity < stream.chunk_items:
-            ctx.error("P021", f"capacity {capacity} of stream `{name}` is below one chunk ({stream.chunk_items} items)",
+        if capacity is not None and at is not None and stream.min_capacity and capacity < stream.min_capacity:
+            ctx.error("P021", f"capacity {capacity} of stream `{name}` is below one chunk ({stream.min_capacity} items)",
                       at.span, ("the consumer could never receive a chunk: the producer would block forever",))
         out.append(StreamSettings(name, capacity, f.int("item_bytes"), tuple(dims.items()), node.key))
     return tuple(out)

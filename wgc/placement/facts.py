@@ -24,6 +24,13 @@ CHUNK_ITEMS = {
     "sliding": lambda a: a["window"],
     "left_context": lambda a: a["left"] + a["chunk"],
 }
+# The smallest capacity: items unconsumed when the first chunk forms (context already consumed does
+# not count; wgc/check/policies.py first_chunk_items is the same rule).
+FIRST_CHUNK_ITEMS = {
+    "fixed": lambda a: a["size"],
+    "sliding": lambda a: a["window"],
+    "left_context": lambda a: a["chunk"],
+}
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ class StreamFacts:
     chunk_items: int | None  # items one chunk holds (None: a policy the checker rejects)
     capacity: int | None  # `capacity N` in the program
     span: Span
+    min_capacity: int | None = None  # the smallest capacity that lets a chunk form (FIRST_CHUNK_ITEMS)
 
 
 @dataclass(frozen=True)
@@ -166,9 +174,10 @@ def _branch_names(body: tuple[ast.Stmt, ...]) -> Iterator[str]:
 
 def stream_facts(s: ast.Stream) -> StreamFacts:
     names = POLICY_ARGS.get(s.policy.name)
-    chunk = None
+    chunk = least = None
     if names is not None and len(s.policy.args) == len(names):
         values = {(a.name or names[i]): a.value for i, a in enumerate(s.policy.args)}
         if set(values) == set(names):
             chunk = CHUNK_ITEMS[s.policy.name](values)
-    return StreamFacts(s.name, s.producer, s.consumer, s.type, chunk, s.capacity, s.span)
+            least = FIRST_CHUNK_ITEMS[s.policy.name](values)
+    return StreamFacts(s.name, s.producer, s.consumer, s.type, chunk, s.capacity, s.span, least)
