@@ -4,6 +4,9 @@
     WGC_MAX_NESTING      deepest bracket nesting a .walk program may use (64)
     WGC_CPU_KV_MEMORY    KV pool of a kv component whose placement sets neither kv_memory nor
                          kv_memory_fraction, on CPU ("256MiB")
+    WGC_EXPECTED_CONTEXT tokens the HTTP frontend expects one request to hold per KV label, when it
+                         sizes its running slots from the KV pools (2048; a component's
+                         max_seq_len caps it)
     WGC_ORPHEUS_DIR      local Hugging Face directory of Orpheus's language model (unset: tiny preset)
     WGC_SNAC_DIR         local directory of SNAC 24 kHz (unset: tiny random SNAC)
 """
@@ -55,3 +58,15 @@ def cpu_kv_memory() -> int:
     if size is None:
         raise ValueError(f"WGC_CPU_KV_MEMORY={text!r}: {reason}")
     return size
+
+
+DEFAULT_EXPECTED_CONTEXT = 2048
+
+
+def expected_context() -> int:
+    """Tokens a served request is expected to hold per KV label (WGC_EXPECTED_CONTEXT, default 2048);
+    a value that is not a positive integer is an error."""
+    text = os.environ.get("WGC_EXPECTED_CONTEXT") or str(DEFAULT_EXPECTED_CONTEXT)
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"WGC_EXPECTED_CONTEXT={text!r}: expected a positive number of tokens")
+    return int(text)

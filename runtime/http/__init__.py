@@ -11,6 +11,7 @@
     validation.py    pydantic's validation errors as ApiErrors
     errors.py        ApiError, the OpenAI error shape, the table of stable codes
     admission.py     running slots, a bounded queue, 429 with Retry-After
+    capacity.py      how many slots: --max-running, the KV pools the ranks report, or max_batch
     lease.py         a request's slots and runtime requests, released in the background
     running.py       one runtime request: events under a deadline, cancel with acknowledgements
     streaming.py     JSON, SSE and NDJSON frames; merged streams; work that stops on disconnect

@@ -1,10 +1,12 @@
-"""Admission control at the front door: a fixed number of running slots and a bounded queue.
+"""Admission control at the front door: a number of running slots and a bounded queue.
 
-A request takes `weight` slots (its number of choices) while it runs. When none are free it
-waits in a FIFO queue of at most `max_queued` requests; when the queue is full too, it is
-refused at once (429) with a Retry-After estimated from how long recent requests held their
-slots. Waiting ends when a slot frees, or with the caller's cancellation (a timeout, a
-disconnect), which leaves the queue clean. Pure asyncio, no I/O: unit-tested directly.
+A request takes `weight` slots (its number of choices) while it runs; one wider than all the
+slots is refused (TooWide). When none are free it waits in a FIFO queue of at most `max_queued`
+requests; when the queue is full too, it is refused at once (429) with a Retry-After estimated
+from how long recent requests held their slots. Waiting ends when a slot frees, or with the
+caller's cancellation (a timeout, a disconnect), which leaves the queue clean. The limits may
+change once (`resize`: the server sizes them from the KV pools after start-up). Pure asyncio,
+no I/O: unit-tested directly.
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ class Capacity:
     def __post_init__(self) -> None:
         if self.max_running < 1 or self.max_queued < 0:
             raise ValueError(f"capacity needs max_running >= 1 and max_queued >= 0, found {self}")
+
+
+class TooWide(ValueError):
+    """A request of more choices than there are slots: it could never run."""
+
+    def __init__(self, weight: int, slots: int) -> None:
+        super().__init__(f"a request of {weight} choices exceeds the {slots} slots")
+        self.weight = weight
+        self.slots = slots
 
 
 class Full(Exception):
@@ -54,7 +65,7 @@ class Admission:
         """Hold `weight` slots for the body; Full when neither a slot nor a queue place is free,
         TimeoutError after waiting `wait` seconds in the queue."""
         if weight > self.capacity.max_running:
-            raise ValueError(f"a request of {weight} choices exceeds the {self.capacity.max_running} slots")
+            raise TooWide(weight, self.capacity.max_running)
         async with asyncio.timeout(wait):
             await self._enter(weight)
         start = time.monotonic()
@@ -76,13 +87,23 @@ class Admission:
         try:
             await entry[1]
         except BaseException:
-            if entry[1].done() and not entry[1].cancelled():
+            if entry[1].done() and not entry[1].cancelled() and entry[1].exception() is None:
                 self.running -= weight  # granted just as we were cancelled: hand it back
                 self._wake()
             elif entry in self._waiting:
                 self._waiting.remove(entry)
                 self._wake()
             raise
+
+    def resize(self, capacity: Capacity) -> None:
+        """New limits (the server learns its KV pools after start-up). Waiters wider than the new
+        slots are refused with TooWide; the others are granted in order while they fit."""
+        self.capacity = capacity
+        for entry in [e for e in self._waiting if e[0] > capacity.max_running]:
+            self._waiting.remove(entry)
+            if not entry[1].done():
+                entry[1].set_exception(TooWide(entry[0], capacity.max_running))
+        self._wake()
 
     def _wake(self) -> None:
         """Grant slots to waiters in order, while the first one fits."""

@@ -32,10 +32,12 @@ def model(service: Service, model_id: str) -> Response:
 async def health(service: Service) -> Response:
     """200 while every rank's process is alive (a rank busy past the probe's timeout is `unresponsive`
     but alive); 503 naming the first rank that is down. Each rank lists its CUDA graphs: per captured
-    entry, the buckets captured, those that failed and why, or why it runs eagerly."""
+    entry, the buckets captured, those that failed and why, or why it runs eagerly. `capacity`: the
+    admission slots and queue, and where they came from (capacity.py)."""
     runtime = service.live()
     report = await runtime.health(timeout=HEALTH_TIMEOUT)
     service.metrics.ranks.report = report
+    service.observe(report)
     ranks = [{"rank": r.rank, "pid": r.pid, "state": r.state, "reason": r.reason, "counters": r.counters,
               "captures": [c.as_dict() for c in r.captures]} for r in report.ranks]
     if not all(r.alive for r in report.ranks):
@@ -43,7 +45,8 @@ async def health(service: Service) -> Response:
         why = f"rank {bad.rank} is {bad.state}" + (f": {bad.reason}" if bad.reason else "")
         body = {**error_body("rank_down", why), "ranks": ranks}
         return json_response(body, status=503, headers={"Retry-After": "5"})
-    return json_response({"status": "ok" if report.ok else "busy", "model": service.plan.model, "requests_in_flight": report.requests_in_flight,
+    return json_response({"status": "ok" if report.ok else "busy", "model": service.plan.model,
+                          "requests_in_flight": report.requests_in_flight, "capacity": service.sizing.as_dict(),
                           "ranks": ranks})
 
 
@@ -53,5 +56,6 @@ async def metrics(service: Service) -> Response:
     if service.runtime is not None and service.state == "ready":
         report = await service.runtime.health(timeout=HEALTH_TIMEOUT)
         service.metrics.ranks.report = report
+        service.observe(report)
         service.metrics.in_flight.set(report.requests_in_flight)
     return Response(service.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -46,7 +46,7 @@ def multipart_edit(service: Service) -> dict[str, Any]:
         "image": {"type": "string", "format": "binary", "description": "the image to edit (PNG, JPEG, WebP)"},
         "prompt": {"type": "string", "minLength": 1},
         "model": {"type": "string"},
-        "n": {"type": "integer", "minimum": 1, "maximum": service.capacity.max_running},
+        "n": {"type": "integer", "minimum": 1, "maximum": service.max_choices},
         "size": {"type": "string", "pattern": SIZE_PATTERN},
         "response_format": {"type": "string", "enum": ["b64_json"]},
         "output_format": {"type": "string", "enum": ["png"]},

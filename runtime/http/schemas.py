@@ -166,9 +166,19 @@ class RankStatus(BaseModel):
     captures: list[CaptureStatus] = Field(default=[], description="the rank's CUDA graphs, captured at start-up")
 
 
+class CapacityStatus(BaseModel):
+    running: int = Field(description="admission slots: requests (choices) running at once")
+    queued: int = Field(description="requests that may wait for a slot before 429")
+    source: Literal["option", "kv_pool", "max_batch"] = Field(
+        description="option: --max-running/--max-queued; kv_pool: the requests whose expected KV fits the "
+                    "smallest pool the ranks report; max_batch: the plan's smallest max_batch")
+    detail: str = Field(description="the arithmetic behind the numbers")
+
+
 class HealthStatus(BaseModel):
     status: Literal["ok", "busy"] = Field(description="busy: a rank did not answer the probe in time (it is "
                                                        "alive, its counters are missing)")
     model: str
     requests_in_flight: int
+    capacity: CapacityStatus
     ranks: list[RankStatus]

@@ -83,9 +83,7 @@ async def serve(plan: Plan, address: Address, options: ServeOptions,
         port = sock.getsockname()[1]
         ranks = [{"rank": r.rank, "pid": runtime.pids[r.rank], "device": r.device} for r in plan.ranks]
         on_ready({"event": "ready", "model": plan.model, "fake": options.fake, "url": address.url(port),
-                  "routes": service.caps.routes(), "capacity": {"running": service.capacity.max_running,
-                                                                "queued": service.capacity.max_queued},
-                  "ranks": ranks})
+                  "routes": service.caps.routes(), "capacity": service.sizing.as_dict(), "ranks": ranks})
         await asyncio.shield(task)
     finally:
         await service.close()

@@ -15,10 +15,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from wgc.runtime.api import RankDownError, RequestError, Runtime, request_spec
+from wgc.runtime.api import HealthReport, RankDownError, RequestError, Runtime, request_spec
 from wgc.runtime.coordinator.request import resolve_params
+from wgc.runtime.http import capacity as sizing
 from wgc.runtime.http import plan_schemas
-from wgc.runtime.http.admission import Admission, Capacity, Full
+from wgc.runtime.http.admission import Admission, Capacity, Full, TooWide
 from wgc.runtime.http.capabilities import Capabilities
 from wgc.runtime.http.errors import ApiError
 from wgc.runtime.http.hooks import component_hook
@@ -29,9 +30,11 @@ from wgc.runtime.http.template import ChatTemplate
 from wgc.runtime.http.tokenizer import Tokenizer, chat_template, load_tokenizer, stop_ids
 
 from wgc.plan.model import Plan
+from wgc.settings import DEFAULT_EXPECTED_CONTEXT
 from wgc.sim.mock import MockComponent
 
 DEFAULT_SAMPLE_RATE = 24000
+SIZING_TIMEOUT = 5.0  # seconds the ranks have to report their KV pools at start-up
 log = logging.getLogger("wgc.http")
 
 
@@ -39,19 +42,12 @@ log = logging.getLogger("wgc.http")
 class ServeOptions:
     fake: bool = False
     api_key: str | None = None
-    capacity: Capacity | None = None  # None: from the plan (see plan_capacity)
+    capacity: Capacity | None = None  # None: from the KV pools, else max_batch (see capacity.py)
+    expected_context: int = DEFAULT_EXPECTED_CONTEXT  # KV tokens per request and label (capacity.py)
     request_timeout: float = 600.0  # seconds, queue wait included; a request may ask for less
     max_body_bytes: int = 64 * 1024 * 1024
     media: MediaLimits = field(default_factory=MediaLimits)
     ready_timeout: float = 120.0
-
-
-def plan_capacity(plan: Plan) -> Capacity:
-    """Running slots: the smallest max_batch a component of the plan has (every request passes each
-    component's batch); queue: twice that."""
-    batches = [int(s.value) for s in plan.settings if s.key.endswith(".max_batch") and isinstance(s.value, int)]
-    running = min(batches) if batches else 8
-    return Capacity(running, 2 * running)
 
 
 class Service:
@@ -59,15 +55,18 @@ class Service:
         self.plan = plan
         self.options = options
         self.caps = Capabilities.of(plan)
-        self.capacity = options.capacity or plan_capacity(plan)
-        self.models = plan_schemas.build(self.caps, self.capacity.max_running)
+        self.sizing = sizing.from_option(options.capacity) if options.capacity else sizing.from_max_batch(plan)
+        # `n`'s bound in the request models is fixed here: the slots may change once the KV pools are
+        # known, and a request wider than the slots then is refused by `admitted`.
+        self.max_choices = self.sizing.capacity.max_running
+        self.models = plan_schemas.build(self.caps, self.max_choices)
         text = self.caps.emitters.get("text", ())
         self.tokenizer: Tokenizer = load_tokenizer(text[0] if text else None, options.fake)
         self.template = ChatTemplate(chat_template(self.tokenizer), getattr(self.tokenizer, "bos_token", "") or "",
                                      getattr(self.tokenizer, "eos_token", "") or "")
         self.end_ids = stop_ids(self.tokenizer) | self._eos_consts(text)
         self._rate = self._sample_rate()
-        self.admission = Admission(self.capacity)
+        self.admission = Admission(self.sizing.capacity)
         self.metrics = Metrics()
         self.runtime: Runtime | None = None
         self.state = "starting"  # starting, ready, stopping
@@ -99,10 +98,27 @@ class Service:
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
+    @property
+    def capacity(self) -> Capacity:
+        return self.sizing.capacity
+
     async def start(self) -> Runtime:
         self.runtime = await Runtime.start(self.plan, fake=self.options.fake, ready_timeout=self.options.ready_timeout)
+        self.observe(await self.runtime.health(timeout=SIZING_TIMEOUT))
         self.state = "ready"
         return self.runtime
+
+    def observe(self, report: HealthReport) -> None:
+        """Size the slots from the KV pools the ranks report, once they do (then they stay); an
+        explicit capacity is never changed."""
+        if self.sizing.source != "max_batch":
+            return
+        found = sizing.from_kv_pools(self.plan, report, self.options.expected_context)
+        if found is not None:
+            self.sizing = found
+            self.admission.resize(found.capacity)
+            log.info("wgc http: %d running, %d queued (%s)", found.capacity.max_running, found.capacity.max_queued,
+                     found.detail)
 
     async def close(self) -> None:
         self.state = "stopping"
@@ -158,6 +174,9 @@ class Service:
         slot = self.admission.slot(weight, max(0.0, deadline - time.monotonic()))
         try:
             await slot.__aenter__()
+        except TooWide as wide:
+            raise ApiError("invalid_request", f"n = {wide.weight} choices exceed the {wide.slots} requests this "
+                           f"server runs at once ({self.sizing.source})", "n") from None
         except Full as full:
             self.metrics.rejected.inc()
             raise ApiError("over_capacity", f"all {self.capacity.max_running} slots and {self.capacity.max_queued} "

@@ -40,7 +40,10 @@ def test_a_burst_beyond_capacity_gets_429_with_retry_after(small: Server) -> Non
     for r in responses:
         if r.status_code == 200:
             assert r.json()["choices"][0]["message"]["content"] == "Echo: " + "slow " * 10
-    assert httpx.get(f"{small.url}/health").json()["requests_in_flight"] == 0
+    health = httpx.get(f"{small.url}/health").json()
+    assert health["requests_in_flight"] == 0
+    assert health["capacity"] == {"running": 2, "queued": 2, "source": "option",
+                                  "detail": "--max-running / --max-queued"}  # the flags win over the KV pool
 
 
 def test_a_request_timeout_cancels_the_request(small: Server) -> None:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from wgc.runtime.http.admission import Admission, Capacity, Full
+from wgc.runtime.api import HealthReport, RankHealth
+from wgc.runtime.http import capacity as sizing
+from wgc.runtime.http.admission import Admission, Capacity, Full, TooWide
 from wgc.runtime.http.audio import to_pcm16, wav_file, wav_header
 from wgc.runtime.http.capabilities import Capabilities
 from wgc.runtime.http.errors import CODES, ApiError
@@ -52,6 +54,62 @@ def test_admission_runs_queues_refuses_and_cleans_up_after_a_cancelled_waiter() 
         assert (adm.running, adm.queued) == (0, 0)
 
     asyncio.run(body())
+
+
+def test_resized_admission_grants_the_waiters_that_fit_and_refuses_the_too_wide() -> None:
+    async def body() -> None:
+        adm = Admission(Capacity(max_running=4, max_queued=4))
+        hold = asyncio.Event()
+
+        async def user(weight: int) -> None:
+            async with adm.slot(weight):
+                await hold.wait()
+
+        first = asyncio.create_task(user(4))
+        await asyncio.sleep(0)
+        wide, narrow = asyncio.create_task(user(3)), asyncio.create_task(user(1))
+        await asyncio.sleep(0)
+        assert (adm.running, adm.queued) == (4, 2)
+        adm.resize(Capacity(max_running=2, max_queued=8))  # wide can never run now; narrow waits for first
+        with pytest.raises(TooWide):
+            await wide
+        assert (adm.running, adm.queued) == (4, 1)
+        adm.resize(Capacity(max_running=5, max_queued=8))  # narrow fits beside first
+        await asyncio.sleep(0)
+        assert (adm.running, adm.queued) == (5, 0)
+        with pytest.raises(TooWide):
+            async with adm.slot(6):
+                pass
+        hold.set()
+        await asyncio.gather(first, narrow)
+        assert (adm.running, adm.queued) == (0, 0)
+
+    asyncio.run(body())
+
+
+def _report(counters: dict[str, int]) -> HealthReport:
+    return HealthReport(True, (RankHealth(0, 1, "up", "", counters),), 0)
+
+
+def test_slots_from_the_smallest_pool_over_expected_tokens(tmp_path: Path) -> None:
+    bagel = load_plan(compile_plan(tmp_path, ROOT / "models" / "bagel.walk"))[1]
+    llm = next(c for c in bagel.components if c.engine == "kv")
+    assert len(llm.labels) == 3 and llm.attrs["max_seq_len"] == 32768
+    assert sizing.expected_tokens(llm, 2048) == 3 * 2048  # the context caps max_seq_len, per label
+    assert sizing.expected_tokens(llm, 10**6) == 3 * 32768  # and max_seq_len caps the context
+    found = sizing.from_kv_pools(bagel, _report({"llm.kv_pages": 1000}), 2048)
+    assert found is not None and found.source == "kv_pool"
+    assert found.capacity == Capacity(1000 * 16 // 6144, 4 * (1000 * 16 // 6144))
+    tiny = sizing.from_kv_pools(bagel, _report({"llm.kv_pages": 3}), 2048)
+    assert tiny is not None and tiny.capacity.max_running == 1  # at least one
+
+
+def test_no_pool_reported_keeps_the_max_batch_rule(tmp_path: Path) -> None:
+    toy = load_plan(compile_plan(tmp_path, TOY))[1]
+    assert sizing.from_kv_pools(toy, _report({"instances": 0}), 2048) is None  # fake components report none
+    assert sizing.from_kv_pools(toy, HealthReport(False, (RankHealth(0, 1, "unresponsive", "", {}),), 0), 2048) is None
+    rule = sizing.from_max_batch(toy)
+    assert (rule.capacity, rule.source) == (Capacity(8, 16), "max_batch")
 
 
 @pytest.mark.parametrize(("model", "routes"), [

@@ -176,13 +176,14 @@ def _http_options(fake: bool, api_key: str | None, max_running: int | None, max_
                   request_timeout: float, ready_timeout: float) -> Any:
     from wgc.runtime.http.admission import Capacity
     from wgc.runtime.http.service import ServeOptions
+    from wgc.settings import expected_context
 
     capacity = None
     if max_running is not None or max_queued is not None:
         running = max_running or 8
         capacity = Capacity(running, 2 * running if max_queued is None else max_queued)
     return ServeOptions(fake=fake, api_key=api_key or None, capacity=capacity, request_timeout=request_timeout,
-                        ready_timeout=ready_timeout)
+                        ready_timeout=ready_timeout, expected_context=expected_context())
 
 
 async def _until_signal(work: Any) -> int:
@@ -220,7 +221,8 @@ async def _until_signal(work: Any) -> int:
                    "Binds 127.0.0.1 unless a host is given.")
 @click.option("--api-key", metavar="KEY", help="With --serve: require `Authorization: Bearer KEY` on /v1/*.")
 @click.option("--max-running", type=click.IntRange(1), metavar="N",
-              help="With --serve: requests running at once (default: the plan's smallest max_batch).")
+              help="With --serve: requests running at once (default: as many as the KV pools hold at "
+                   "WGC_EXPECTED_CONTEXT tokens each, else the plan's smallest max_batch).")
 @click.option("--max-queued", type=click.IntRange(0), metavar="N",
               help="With --serve: requests waiting for a slot before 429 (default: twice --max-running).")
 @click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
