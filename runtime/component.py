@@ -97,8 +97,8 @@ class Component:
                 sendable = portable(value)
             except Unsendable as bad:
                 inside = " (inside its result)" if bad.value is not value else ""
-                raise TypeError(f"{self.spec.name}.{entry} returned {bad.what}{inside} for request "
-                                f"{calls[i].request}{bad.why}") from None
+                raise UnsendableResult(calls[i].request, f"{self.spec.name}.{entry} returned {bad.what}{inside} "
+                                       f"for request {calls[i].request}{bad.why}") from None
             if sendable is not value:
                 out = out if isinstance(out, list) else list(out)
                 out[i] = sendable
@@ -175,6 +175,10 @@ class Component:
 _PLAIN = frozenset({int, float, bool, str, bytes, type(None), Partial})
 _SENDS = ("; an entry returns None, bool, int, float, str, bytes, tensors, numpy arrays, "
           "or lists, tuples, dicts and sets of them")
+
+
+class UnsendableResult(CallError, TypeError):
+    """An entry returned something the codec cannot send for one call: that call's request fails."""
 
 
 class Unsendable(Exception):

@@ -40,8 +40,11 @@ def fake_factory(spec: ComponentSpec, rank: int) -> Component:
 
 class LocalCluster:
     def __init__(self, plan: Plan, factory: Factory = fake_factory, fake_inputs: bool = True,
-                 encode: bool = True) -> None:
+                 encode: bool = True, rounds: int | None = None) -> None:
+        """`rounds`: batched rounds a rank runs before messages are delivered again (a worker process
+        runs one, so that requests arriving meanwhile join the next round); None: until it blocks."""
         self.plan = plan
+        self.rounds = rounds
         self.codec = Codec() if encode else None
         self.wire: deque[tuple[int, Message]] = deque()
         self.coordinator = CoordinatorCore(plan, self._send, fake_inputs)
@@ -72,10 +75,10 @@ class LocalCluster:
         already waiting for it, then runs: requests that arrive together are batched together.
         """
         for ex in self.executors:
-            ex.run()
-        while self.wire and limit > 0:
+            ex.run(self.rounds)
+        while limit > 0 and (self.wire or (self.rounds is not None and any(ex.ready for ex in self.executors))):
             waiting = min(len(self.wire), limit)
-            limit -= waiting
+            limit -= max(waiting, 1)
             touched: set[int] = set()
             for _ in range(waiting):
                 destination, msg = self.wire.popleft()
@@ -85,8 +88,9 @@ class LocalCluster:
                 else:
                     self.executors[destination].handle(msg)
                     touched.add(destination)
-            for rank in sorted(touched):
-                self.executors[rank].run()
+            for ex in self.executors:
+                if ex.rank in touched or (self.rounds is not None and ex.ready):
+                    ex.run(self.rounds)
 
     def submit(self, spec: RequestSpec) -> int:
         return self.coordinator.submit(spec)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 from wgc.models.orpheus import LanguageModel
-from wgc.runtime.engines.decode_graphs import static_inputs
 from wgc.runtime.component import Call
 from wgc.runtime.engines.attention import TorchAttention
 from wgc.runtime.engines.cuda_graphs import Captured, GraphRunner
+from wgc.runtime.engines.decode_graphs import static_inputs
 
 from tests.models.orpheus.helpers import llm_spec
 
