@@ -8,10 +8,12 @@ complete with valid audio.
 from __future__ import annotations
 
 import io
+import json
 import wave
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import openai
 import pytest
 
@@ -58,3 +60,21 @@ def test_eight_concurrent_speech_streams_all_complete(orpheus: Server) -> None:
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda i: speak(orpheus, f"voice number {i}"), range(8)))
     assert all(frames(r) == (6000, 9 * 512) for r in results)
+
+
+def test_an_over_long_prompt_among_good_ones_fails_alone_with_its_own_limit(orpheus: Server) -> None:
+    def bad() -> tuple[int, str]:
+        response = httpx.post(f"{orpheus.url}/v1/audio/speech", timeout=120,
+                              headers={"authorization": f"Bearer {API_KEY}"},
+                              json={"model": "orpheus", "voice": "tara", "input": "word " * 1000,
+                                    "response_format": "wav", "params": {"max_tokens": 84}})
+        return response.status_code, response.text
+
+    with ThreadPoolExecutor(5) as pool:
+        goods = [pool.submit(speak, orpheus, f"good request {i}") for i in range(4)]
+        status, body = pool.submit(bad).result()
+        results = [g.result() for g in goods]
+    assert all(frames(r) == (6000, 9 * 512) for r in results)
+    assert 400 <= status < 500, body
+    assert "5012 tokens, more than the model's 4096 positions" in body
+    assert "request " not in json.loads(body)["error"]["message"]  # its own limit, no other request named

@@ -199,3 +199,16 @@ def test_prefix_caching_shares_a_voice_prompt_and_changes_no_token() -> None:
     on, off = results[True], results[False]
     assert on[0] == off[0] and on[1] == off[1]
     assert on[2]["prefix_hit_tokens"] >= 5 * 4 * PAGE and off[2]["prefix_hit_tokens"] == 0
+
+
+def test_a_request_running_past_the_positions_in_decode_fails_alone() -> None:
+    c, made = cluster(pages=320)
+    good = [c.submit(speech(f"good {i}", 30)) for i in range(3)]
+    long = c.submit(speech("word " * 805, 120))  # ~4030 prompt tokens: decode crosses the 4096 positions
+    c.pump()
+    events = {e.request: e for e in c.take_events() if e.kind in ("done", "error")}
+    assert all(events[r].kind == "done" for r in good)
+    assert events[long].kind == "error" and "past the model's 4096 positions" in events[long].error
+    lm = lm_of(made)
+    assert all(len(lm.tokens[r]) == 30 for r in good)  # every stream of its batch ran to its end
+    assert lm.counters()["kv_pages_used"] == 0
