@@ -22,6 +22,18 @@ _ENTRY_COUNTERS = {"calls": "wgc_component_batches", "items": "wgc_component_bat
                    "compute_us": "wgc_component_compute_seconds"}
 
 
+# Executor counters (runtime/worker/executor.py, batching.py) with a metric family of their own.
+_RANK_COUNTERS = {
+    "batched_calls": ("wgc_rank_batched_calls", "batched component calls"),
+    "runs": ("wgc_rank_runs", "RUN instructions executed (items of batched calls)"),
+    "preemptions": ("wgc_scheduler_preemptions", "requests whose KV pages were taken back to let an older one grow"),
+    "deferred_calls": ("wgc_scheduler_deferred_calls", "calls put off to a later round for KV pages or token budget"),
+    "partial_calls": ("wgc_scheduler_partial_calls", "calls that wrote one chunk of a longer prompt"),
+    "calls_failed_alone": ("wgc_scheduler_calls_failed_alone", "calls failed on their own request's input, "
+                           "their batch-mates run"),
+}
+
+
 class RankCollector:
     """Metric families from the last health report, refreshed by the /metrics handler before each scrape."""
 
@@ -39,9 +51,9 @@ class RankCollector:
         pages = GaugeMetricFamily("wgc_kv_pages", "KV cache pages per rank and component", labels=["rank", "component",
                                                                                                    "state"])
         raw = GaugeMetricFamily("wgc_rank_counter", "every counter a rank reports", labels=["rank", "name"])
-        batched = CounterMetricFamily("wgc_rank_batched_calls", "batched component calls", labels=["rank"])
-        runs = CounterMetricFamily("wgc_rank_runs", "RUN instructions executed (items of batched calls)",
-                                   labels=["rank"])
+        per_rank = {key: CounterMetricFamily(name, text, labels=["rank"]) for key, (name, text) in _RANK_COUNTERS.items()}
+        prefix = CounterMetricFamily("wgc_prefix_cache_tokens", "prompt tokens looked up in the prefix cache and "
+                                     "found there, per rank and component", labels=["rank", "component", "outcome"])
         entries = {name: CounterMetricFamily(name, f"per component entry: {key}", labels=["rank", "component", "entry"])
                    for key, name in _ENTRY_COUNTERS.items()}
         for r in report.ranks:
@@ -49,19 +61,21 @@ class RankCollector:
             up.add_metric([rank], 1.0 if r.state == "up" else 0.0)
             for name, value in sorted(r.counters.items()):
                 raw.add_metric([rank, name], float(value))
-                self._classify(rank, name, float(value), pages, batched, runs, entries)
-        yield from (up, pages, batched, runs, *entries.values(), raw)
+                self._classify(rank, name, float(value), pages, per_rank, prefix, entries)
+        yield from (up, pages, *per_rank.values(), prefix, *entries.values(), raw)
 
     @staticmethod
-    def _classify(rank: str, name: str, value: float, pages: GaugeMetricFamily, batched: CounterMetricFamily,
-                  runs: CounterMetricFamily, entries: dict[str, CounterMetricFamily]) -> None:
-        if name == "batched_calls":
-            batched.add_metric([rank], value)
-        elif name == "runs":
-            runs.add_metric([rank], value)
+    def _classify(rank: str, name: str, value: float, pages: GaugeMetricFamily, per_rank: dict[str, CounterMetricFamily],
+                  prefix: CounterMetricFamily, entries: dict[str, CounterMetricFamily]) -> None:
+        family = per_rank.get(name)
+        if family is not None:
+            family.add_metric([rank], value)
+            return
         component, _, key = name.partition(".")
         if key in ("kv_pages_used", "kv_pages_free"):
             pages.add_metric([rank, component, key.removeprefix("kv_pages_")], value)
+        elif key in ("prefix_queried_tokens", "prefix_hit_tokens"):
+            prefix.add_metric([rank, component, "queried" if key == "prefix_queried_tokens" else "hit"], value)
         entry, _, stat = key.rpartition(".")
         if entry and stat in _ENTRY_COUNTERS:
             scale = 1e-6 if stat == "compute_us" else 1.0

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.http.server import API_KEY, ROOT, Server, compile_plan
 
@@ -78,3 +79,15 @@ def test_an_over_long_prompt_among_good_ones_fails_alone_with_its_own_limit(orph
     assert 400 <= status < 500, body
     assert "5012 tokens, more than the model's 4096 positions" in body
     assert "request " not in json.loads(body)["error"]["message"]  # its own limit, no other request named
+
+
+def test_metrics_count_the_schedulers_events(orpheus: Server) -> None:
+    speak(orpheus, "counted")
+    text = httpx.get(f"{orpheus.url}/metrics").text
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    rank = (("rank", "0"),)
+    for name in ("preemptions", "deferred_calls", "partial_calls", "calls_failed_alone"):
+        assert (f"wgc_scheduler_{name}_total", rank) in samples
+    assert samples[("wgc_prefix_cache_tokens_total", (("component", "llm"), ("outcome", "queried"), *rank))] > 0
+    assert ("wgc_prefix_cache_tokens_total", (("component", "llm"), ("outcome", "hit"), *rank)) in samples
