@@ -19,10 +19,6 @@ def snac_dir() -> Path | None:
     return settings.weights_dir("WGC_SNAC_DIR")
 
 
-def cpu_kv_memory() -> int:
-    return settings.cpu_kv_memory()
-
-
 def announce(component: str, knob: str | None, fallback: str, source: str, detail: str) -> None:
     """The one line a component logs about what it runs. With `knob` (the weights' WGC_ variable,
     left unset), a warning that it fell back to `fallback` on random weights; else what it loaded."""
