@@ -40,7 +40,6 @@ synchronously. Graph replays don't plan.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +52,7 @@ from wgc.models.orpheus.vocab import TokenMap, encode_prompt, load_tokenizer, ti
 from wgc.models.orpheus.weights import load_llama, read_config
 from wgc.runtime.component import PARTIAL, Call, CallError
 from wgc.runtime.engines.attention import AttentionBackend, KVStorage
-from wgc.runtime.engines.capture_report import CaptureReport
-from wgc.runtime.engines.decode_graphs import GRAPH_CONTEXT, DecodeGraphs, DecodeStep
+from wgc.runtime.engines.decode_graphs import GRAPH_CONTEXT
 from wgc.runtime.engines.kv_component import KVComponent
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, KVExhausted, Prepared, Write, kv_budget
 from wgc.runtime.engines.kv_pages import PageAllocator
@@ -152,10 +150,7 @@ class LanguageModel(KVComponent):
         self.kv = KVCacheEngine.for_spec(spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE, plan_ahead)
         self.page_size = self.kv.page_size
         num_pages = self.kv.pages.num_pages
-        max_pages = -(-min(c.max_positions, graph_context) // self.page_size)
-        # the storage's page num_pages (one more than the allocator hands out) is a replay's scratch page
-        step = DecodeStep(self.model, self.storage, self.page_size, num_pages * self.page_size)
-        self.graphs = DecodeGraphs(step, max_pages, self.torch_device)
+        self.use_graphs(self.model, graph_context)
         self._prompts: dict[tuple[int, str], list[int]] = {}  # a chunked prefill's ids, until its last chunk
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
         self.where = f"{num_pages} KV pages of {self.page_size} tokens on {device}"
@@ -188,15 +183,6 @@ class LanguageModel(KVComponent):
     @backend.setter
     def backend(self, backend: AttentionBackend) -> None:
         self.planner.use(backend)
-
-    def capture(self, entry: str, walk: str, buckets: list[int], progress: Callable[[str], None]) -> CaptureReport:
-        """CUDA graphs of the decode step, one per bucket (largest first); every other entry runs eagerly."""
-        if entry != "decode":
-            return CaptureReport.eager_only(f"{entry} takes a varying number of tokens per call: runs eagerly")
-        if self.torch_device.type != "cuda":
-            return CaptureReport.eager_only(f"on {self.device}: decode runs eagerly")
-        self.planner.discard()  # no side-thread planning while a graph is captured
-        return self.graphs.capture(buckets, progress)
 
     def _dtype(self) -> torch.dtype:
         if self.torch_device.type != "cuda" or self.config.vocab == "compact":
@@ -272,6 +258,7 @@ class LanguageModel(KVComponent):
     # ---- entries ---------------------------------------------------------------------------------
 
     chunked_entries = frozenset({"prefill"})
+    graph_entries = frozenset({"decode"})
 
     def input_tokens(self, entry: str, call: Call) -> int:
         return len(self._prompt_ids(call)) if entry == "prefill" else 1

@@ -9,9 +9,13 @@ release, preemption, counters, the pages a call needs and the limits it can neve
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from torch import nn
 from wgc.runtime.component import Call, Component
+from wgc.runtime.engines.capture_report import CaptureReport
+from wgc.runtime.engines.decode_graphs import DecodeGraphs, DecodeStep
 from wgc.runtime.engines.kv_engine import KVCacheEngine
 from wgc.runtime.worker.scheduler import Demand
 
@@ -20,6 +24,26 @@ class KVComponent(Component):
     kv: KVCacheEngine
     chunked_entries: frozenset[str] = frozenset()  # entries whose calls may be written over several rounds
     read_only_entries: frozenset[str] = frozenset()  # entries that read the cache and write nothing
+    graph_entries: frozenset[str] = frozenset()  # one-token decode entries captured as CUDA graphs
+    graphs: DecodeGraphs
+
+    def use_graphs(self, model: nn.Module, context: int) -> None:
+        """Capture `graph_entries` as `model(tokens, positions, step)` over this engine's pages, for
+        rows of up to `context` tokens. The storage's page `num_pages` (one more than the allocator
+        hands out) is the scratch page a replay's padding rows write to."""
+        kv = self.kv
+        max_pages = -(-min(kv.geometry.max_positions, context) // kv.page_size)
+        step = DecodeStep(model, kv.storage, kv.page_size, kv.pages.num_pages * kv.page_size)
+        self.graphs = DecodeGraphs(step, max_pages, kv.device)
+
+    def capture(self, entry: str, walk: str, buckets: list[int], progress: Callable[[str], None]) -> CaptureReport:
+        """CUDA graphs of a decode entry, one per bucket (largest first); every other entry runs eagerly."""
+        if entry not in self.graph_entries or getattr(self, "graphs", None) is None:
+            return CaptureReport.eager_only(f"{entry} takes a varying number of tokens per call: runs eagerly")
+        if self.kv.device.type != "cuda":
+            return CaptureReport.eager_only(f"on {self.device}: {entry} runs eagerly")
+        self.kv.planner.discard()  # no side-thread planning while a graph is captured
+        return self.graphs.capture(buckets, progress)
 
     # ---- what a family says about its entries ---------------------------------------------
 
