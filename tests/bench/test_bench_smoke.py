@@ -1,14 +1,18 @@
-"""bench/compile_speed.py stays runnable: it imports, and its program generator makes valid programs.
-No timing is asserted here; the numbers come from running the bench itself."""
+"""bench/compile_speed.py stays runnable: it imports, and its program generator makes valid programs;
+bench/scheduler.py runs at tiny sizes and prints its tables. No timing is asserted here; the numbers
+come from running the benches themselves."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 
 from wgc.check import check_source
 
@@ -62,3 +66,47 @@ def test_versus_lark_times_both_parsers_and_reports_the_ratio(compile_speed: Mod
     procs = [compile_speed.Process(f"p{i}", 100.0 + i, 1) for i in range(4)]
     report = compile_speed.markdown([timing], procs, timing, procs[2], versus={"wgc": 0.5, "lark": 2.0})
     assert "| wgc | 500 | 200 | 4.00x |" in report and "| lark's own way (baseline) | 2000 | 50 | 1.00x |" in report
+
+
+# ---- bench/scheduler.py ----------------------------------------------------------------------------
+
+SCHEDULER = Path(__file__).resolve().parents[2] / "bench" / "scheduler.py"
+
+
+@pytest.fixture(scope="module")
+def scheduler_run() -> tuple[ModuleType, str, dict]:
+    """bench/scheduler.py --quick (tiny sizes, one pair a table) on the real tiny Orpheus, once."""
+    spec = importlib.util.spec_from_file_location("bench_scheduler", SCHEDULER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    out = io.StringIO()
+    threads = torch.get_num_threads()
+    try:
+        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(out):  # one torch thread: on a busy 2-core box their barriers stall
+            results = module.main(["--quick", "--no-plot", "--threads", "1"])
+        yield module, out.getvalue(), results
+    finally:
+        torch.set_num_threads(threads)
+        sys.modules.pop(spec.name, None)
+
+
+def test_scheduler_bench_prints_its_three_tables(scheduler_run: tuple[ModuleType, str, dict]) -> None:
+    _, report, results = scheduler_run
+    for row in ("| chunked (token_budget 32): wgc |", "| whole prompt (no budget) |", "| ~25% of the load: wgc |",
+                "| all of it |", "| on: wgc |", "| off |"):
+        assert row in report
+    assert report.count("| baseline / wgc |") == 3 and report.count("### ") == 3
+    assert "inter-token gap p50 (ms) | p99 (ms)" in report and "requests/s" in report and "TTFT p50" in report
+    pressure = results["pressure"]
+    assert pressure["wgc"]["finished"] == pressure["baseline"]["finished"] == 6
+    assert pressure["wgc"]["preemptions"] > 0 and pressure["baseline"]["preemptions"] == 0  # the pressure was real
+    assert results["caching"]["wgc"]["hit"] > 0 == results["caching"]["baseline"]["hit"]
+
+
+def test_scheduler_bench_draws_three_panels(scheduler_run: tuple[ModuleType, str, dict], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    module, _, results = scheduler_run
+    path = module.plot(results, module.QUICK, tmp_path)
+    assert path == tmp_path / "scheduler.png" and path.stat().st_size > 0
