@@ -164,10 +164,16 @@ class KVCacheEngine:
         return self.pages.length(request, label)
 
     def holders(self) -> dict[int, int]:
-        """Pages held per request (the preemptible ones, for the scheduler)."""
+        """Per request holding pages (the preemptible ones, for the scheduler): the pages preempting it
+        would free — those no other request holds (a prefix page shared with another request stays)."""
         out: dict[int, int] = {}
-        for request in self.pages.requests():
-            out[request] = sum(len(self.pages.page_table(request, lab)) for lab in self.pages.labels(request))
+        pages = self.pages
+        for request in pages.requests():
+            held: dict[int, int] = {}
+            for label in pages.labels(request):
+                for page in pages.page_table(request, label):
+                    held[page] = held.get(page, 0) + 1
+            out[request] = sum(1 for page, n in held.items() if pages.refcount(page) == n)
         return out
 
     def pages_for(self, request: int, label: str, n_tokens: int) -> tuple[int, int]:

@@ -152,3 +152,18 @@ def test_a_request_running_past_the_positions_in_decode_fails_alone() -> None:
     lm = lm_of(made)
     assert all(len(lm.tokens[r]) == 30 for r in good)  # every stream of its batch ran to its end
     assert lm.counters()["kv_pages_used"] == 0
+
+
+def test_requests_sharing_prefix_pages_on_a_tight_pool_all_finish_as_they_would_alone() -> None:
+    """Preempting a request that shares prefix pages frees only the pages it holds alone: the scheduler
+    must count those, or it preempts too little and a decode finds the pool empty."""
+    prefix = "the same long voice prompt for everyone " * 3
+    specs = [speech(prefix + f"then {i}", 40) for i in range(24)]
+    expected = alone(specs[:4])
+    c, made = cluster(pages=40, caching=True)
+    got = run_tokens(c, made, specs)
+    assert got[:4] == expected
+    lm = lm_of(made)
+    assert lm.counters()["prefix_hit_tokens"] > 0 and c.executors[0].counters()["preemptions"] > 0
+    assert lm.counters()["kv_pages_used"] == 0
+    lm.pages.check()
