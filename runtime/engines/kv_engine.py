@@ -117,6 +117,7 @@ class Prepared:
     batch: AttentionBatch
     positions: Tensor  # [sum lengths] int64, on the host
     undo: list[tuple[int, str, KVSeq | None, int]]  # (request, label, sequence before, KV length before)
+    copies: list[tuple[int, str, int, int]] = field(default_factory=list)  # (request, label, old, new page)
 
     def chunk(self, i: int) -> list[int]:
         tokens = self.items[i].tokens
@@ -193,11 +194,10 @@ class KVCacheEngine:
         keys = [(w.request, w.label) for w in writes]
         if len(set(keys)) != len(keys):
             raise ValueError("a (request, label) may appear once per step")
-        if write:
-            self._check_room(writes)
+        self._check_room(writes, write)
         undo: list[tuple[int, str, KVSeq | None, int]] = []
         starts, lengths, finals, cached, positions = [], [], [], [], []
-        copies: list[tuple[int, int]] = []
+        copies: list[tuple[int, str, int, int]] = []
         for w in writes:
             seq = self.seqs.get((w.request, w.label))
             undo.append((w.request, w.label, None if seq is None else seq.copy(), self.length(w.request, w.label)))
@@ -217,7 +217,7 @@ class KVCacheEngine:
                 out = self.pages.append(w.request, w.label, n)
                 if isinstance(out, Exhausted):  # _check_room bounds the sum: never reached
                     raise KVExhausted(f"KV pool exhausted: {out.needed} pages needed, {out.free} free")
-                copies.extend(out.copies)
+                copies.extend((w.request, w.label, old, new) for old, new in out.copies)
                 seq.position += 1 if w.block else n
                 if seq.tokens is not None:
                     if w.tokens is None or w.block:
@@ -228,13 +228,13 @@ class KVCacheEngine:
             starts.append(start)
             lengths.append(n)
             finals.append(start + n >= w.count)
-        for old, new in copies:  # copy-on-write of a shared partial page, before the write
+        for _, _, old, new in copies:  # copy-on-write of a shared partial page, before the write
             self.storage.k[:, new] = self.storage.k[:, old]
             self.storage.v[:, new] = self.storage.v[:, old]
         tables = [self.pages.page_table(r, lab) for r, lab in keys]
         batch = AttentionBatch(tables, cached, lengths, self.page_size, mode, write)
         flat = torch.cat(positions) if positions else torch.empty(0, dtype=torch.int64)
-        return Prepared(writes, starts, lengths, finals, batch, flat.to(torch.int64), undo)
+        return Prepared(writes, starts, lengths, finals, batch, flat.to(torch.int64), undo, copies)
 
     def step(self, prepared: Prepared) -> KVStep:
         """What the family's forward attends through: this step planned (ahead when predicted)."""
@@ -261,6 +261,8 @@ class KVCacheEngine:
 
     def abort(self, prepared: Prepared) -> None:
         """Undo `prepare` (the forward failed): every sequence back as it was, its new pages freed."""
+        for request, label, old, new in reversed(prepared.copies):
+            self.pages.undo_copy(request, label, old, new)
         for request, label, before, length in reversed(prepared.undo):
             if before is None:
                 self.pages.free_label(request, label)
@@ -359,10 +361,13 @@ class KVCacheEngine:
 
     # ---- internals ---------------------------------------------------------------------------
 
-    def _check_room(self, writes: list[Write]) -> None:
+    def _check_room(self, writes: list[Write], write: bool) -> None:
         needed = 0
         for w in writes:
             seq = self.seqs.get((w.request, w.label))
+            if not write:  # nothing written: only a swapped-out label brought back takes pages
+                needed += self.pages_for(w.request, w.label, 0)[0] if seq is not None and seq.swapped is not None else 0
+                continue
             remaining = w.count - (seq.progress if seq is not None else 0)
             n = remaining if w.budget <= 0 or w.block else min(w.budget, remaining)
             setup, slack = self.pages_for(w.request, w.label, n)

@@ -220,6 +220,16 @@ class PageAllocator:
         del seq.pages[keep:]
         seq.length = n_tokens
 
+    def undo_copy(self, request: int, label: str, old: int, new: int) -> None:
+        """Take back `append`'s copy-on-write (old page, new page), the step that wrote it aborted: the
+        label holds `old` again, still shared, and `new` is released."""
+        seq = self._get(request, label)
+        if seq is None or new not in seq.pages:
+            return
+        seq.pages[seq.pages.index(new)] = old
+        self._refs[old] += 1
+        self._drop([new])
+
     def free_label(self, request: int, label: str) -> None:
         labels = self._seqs.get(request)
         if labels is None or label not in labels:
