@@ -1,3 +1,9 @@
 """BAGEL (ByteDance-Seed/BAGEL-7B-MoT): text + image in, text or image out. Components grow here."""
 
-from wgc.models.bagel.latents import LatentAdapter, PositionTable, TimestepEmbedder, latent_ids, patchify, sincos_2d, unpatchify
+from wgc.models.bagel.latents import LatentAdapter as LatentAdapter
+from wgc.models.bagel.latents import PositionTable as PositionTable
+from wgc.models.bagel.latents import TimestepEmbedder as TimestepEmbedder
+from wgc.models.bagel.latents import latent_ids as latent_ids
+from wgc.models.bagel.latents import patchify as patchify
+from wgc.models.bagel.latents import sincos_2d as sincos_2d
+from wgc.models.bagel.latents import unpatchify as unpatchify
