@@ -194,25 +194,28 @@ class KVCacheEngine:
         keys = [(w.request, w.label) for w in writes]
         if len(set(keys)) != len(keys):
             raise ValueError("a (request, label) may appear once per step")
-        self._check_room(writes, write)
+        spare = self._check_room(writes, write)  # free pages beyond what this step needs
         undo: list[tuple[int, str, KVSeq | None, int]] = []
         starts, lengths, finals, cached, positions = [], [], [], [], []
         copies: list[tuple[int, str, int, int]] = []
         for w in writes:
             seq = self.seqs.get((w.request, w.label))
             undo.append((w.request, w.label, None if seq is None else seq.copy(), self.length(w.request, w.label)))
+            created = seq is None
             if seq is None:
                 seq = self.seqs[(w.request, w.label)] = KVSeq()
             if seq.swapped is not None:
                 self._swap_in(w.request, w.label, seq)
             if write and not seq.progress and w.tokens is not None and not w.block:
-                self._attach_prefix(w, seq)
+                spare -= self._attach_prefix(w, seq, spare)
             start = seq.progress
             n = w.count - start if w.budget <= 0 or w.block else min(w.budget, w.count - start)
             if n <= 0 and w.count:
                 raise ValueError(f"request {w.request}: label {w.label!r} has no tokens left to write")
             cached.append(self.pages.length(w.request, w.label))
             positions.append(torch.full((n,), seq.position) if w.block else torch.arange(seq.position, seq.position + n))
+            if created and not write:  # a query on a label never written leaves no sequence behind
+                del self.seqs[(w.request, w.label)]
             if write:
                 out = self.pages.append(w.request, w.label, n)
                 if isinstance(out, Exhausted):  # _check_room bounds the sum: never reached
@@ -361,7 +364,8 @@ class KVCacheEngine:
 
     # ---- internals ---------------------------------------------------------------------------
 
-    def _check_room(self, writes: list[Write], write: bool) -> None:
+    def _check_room(self, writes: list[Write], write: bool) -> int:
+        """Raise KVExhausted unless the step's pages fit; the free pages that remain beyond them."""
         needed = 0
         for w in writes:
             seq = self.seqs.get((w.request, w.label))
@@ -375,13 +379,15 @@ class KVCacheEngine:
         if needed > self.pages.free_pages:
             raise KVExhausted(f"KV pool exhausted: {needed} pages needed, {self.pages.free_pages} free "
                               f"of {self.pages.num_pages}")
+        return self.pages.free_pages - needed
 
-    def _attach_prefix(self, w: Write, seq: KVSeq) -> None:
+    def _attach_prefix(self, w: Write, seq: KVSeq, spare: int) -> int:
         """A fresh token sequence: share the published pages its input starts with. At least one token
-        is left to compute (the step must give logits), and no more pages are revived from the free
-        list than the chunk would have taken without a hit (the room `_check_room` counted)."""
+        is left to compute (the step must give logits). Reviving a cached page nobody holds takes a
+        free page: no more are revived than the chunk would have taken without a hit (the room
+        `_check_room` counted) plus `spare`. Returns how many of the spare pages it used."""
         if not self.prefix_caching or self.pages.length(w.request, w.label) or seq.tokens != [] or w.tokens is None:
-            return
+            return 0
         digests = chain_digests(w.tokens[:w.count - 1], self.page_size)
         self.events["prefix_queried_tokens"] += w.count
         pages = self.pages.match(digests)
@@ -391,17 +397,19 @@ class KVCacheEngine:
             revived = sum(1 for p in pages if self.pages.refcount(p) == 0)
             rest = w.count - len(pages) * ps
             chunk = rest if w.budget <= 0 else min(w.budget, rest)
-            if revived + -(-chunk // ps) <= counted:
+            if revived + -(-chunk // ps) <= counted + spare:
                 break
             pages = pages[:-1]
         if not pages:
-            return
+            return 0
+        used = max(0, revived + -(-chunk // ps) - counted)
         self.pages.attach(w.request, w.label, pages)
         hit = len(pages) * ps
         seq.tokens = list(w.tokens[:hit])
         seq.position = seq.progress = hit
         seq.published, seq.digest = len(pages), digests[len(pages) - 1]
         self.events["prefix_hit_tokens"] += hit
+        return used
 
     def _flat(self) -> tuple[Tensor, Tensor]:
         g = self.geometry

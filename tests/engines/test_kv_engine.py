@@ -327,13 +327,15 @@ def test_a_hit_takes_no_more_pages_than_the_step_was_checked_for() -> None:
     e = engine(4)
     step(e, [Write(1, "x", list(range(12)), 12)])
     e.release(1)  # 3 pages cached, 1 plain
-    # a chunk of 4 was counted 1 page: reviving 2 cached pages for it would leave request 3 short
+    # a chunk of 4 was counted 1 page and the step leaves 1 spare: it may revive one cached page, not
+    # two (that would leave request 3 short)
     p, _ = step(e, [Write(2, "x", list(range(12)), 12, budget=4), Write(3, "y", list(range(20, 28)), 8)])
-    assert p.starts == [0, 0] and e.counters()["prefix_hit_tokens"] == 0 and e.pages.used_pages == 3
-    assert e.counters()["prefix_evictions"] == 2  # request 3 took pages 0 and 1
+    assert p.starts == [4, 0] and e.counters()["prefix_hit_tokens"] == 4 and e.pages.used_pages == 4
+    assert e.counters()["prefix_evictions"] == 2  # request 3 took the other two cached pages
+    e.release(2)
     e.release(3)
     p, _ = step(e, [Write(4, "x", list(range(12)), 12)])  # written whole: it may revive what it was counted for
-    assert p.starts == [4] and e.counters()["prefix_hit_tokens"] == 4  # request 2's page, named again
+    assert p.starts == [8] and e.counters()["prefix_hit_tokens"] == 4 + 8  # request 2's two pages, named again
     e.pages.check()
 
 
@@ -390,3 +392,9 @@ def test_demands_of_a_chunked_prefill_shrink_and_a_decode_asks_for_one_token(pla
     assert (demand.tokens, demand.setup_pages, demand.slack) == (1, 11, 3)  # 41 tokens to bring back
     assert plain.pool_holders() == {} and plain.pool_free() == plain.pages.num_pages
     release(plain, 5)
+
+
+def test_a_query_on_a_label_never_written_leaves_no_sequence() -> None:
+    e = engine(4)
+    e.prepare([Write(1, "ghost", None, 3, block=True)], mode="prefix", write=False)
+    assert e.seq(1, "ghost") is None and e.pages.used_pages == 0
