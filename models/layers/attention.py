@@ -1,8 +1,16 @@
-"""Grouped-query self-attention over the paged KV engine (or dense, for a cache-free forward)."""
+"""Grouped-query self-attention over the paged KV engine (or dense, for a cache-free forward).
+
+Variants are parameters, not copies: `bias` on the q/k/v projections (and on o unless `o_bias` says
+otherwise: Qwen2 has q/k/v biases and none on o), and `qk_norm_eps`, an RMSNorm over head_dim on
+queries and keys after the projection and before the rotation (Qwen3, BAGEL). A subclass may add a
+second set of projections under a suffix (BAGEL's generation expert, `q_proj_moe_gen`, ...) and run
+`qkv` / `out` with that suffix: one code path for every expert.
+"""
 
 from __future__ import annotations
 
 from torch import Tensor, nn
+from wgc.models.layers.norm import RMSNorm
 from wgc.models.layers.rope import apply_rotary
 from wgc.runtime.engines.attention import KVStep, Mode, dense_attention
 
@@ -10,7 +18,8 @@ from wgc.runtime.engines.attention import KVStep, Mode, dense_attention
 class SelfAttention(nn.Module):
     """q/k/v projections, rotary embeddings, attention, output projection; kv_heads divides heads."""
 
-    def __init__(self, layer: int, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool = False) -> None:
+    def __init__(self, layer: int, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool = False, *,
+                 o_bias: bool | None = None, qk_norm_eps: float | None = None) -> None:
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"{heads} query heads cannot share {kv_heads} kv heads evenly")
@@ -18,13 +27,28 @@ class SelfAttention(nn.Module):
         self.q_proj = nn.Linear(hidden, heads * head_dim, bias=bias)
         self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
-        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias)
+        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias if o_bias is None else o_bias)
+        self.qk_norm = qk_norm_eps is not None
+        if qk_norm_eps is not None:
+            self.q_norm = RMSNorm(head_dim, qk_norm_eps)
+            self.k_norm = RMSNorm(head_dim, qk_norm_eps)
+
+    def qkv(self, x: Tensor, cos: Tensor, sin: Tensor, expert: str = "") -> tuple[Tensor, Tensor, Tensor]:
+        """x [..., hidden] -> rotated q [..., heads, head_dim], k and v [..., kv_heads, head_dim], through
+        the projections named with the suffix `expert` ("" for this module's own)."""
+        q = getattr(self, "q_proj" + expert)(x).unflatten(-1, (self.heads, self.head_dim))  # [..., heads, head_dim]
+        k = getattr(self, "k_proj" + expert)(x).unflatten(-1, (self.kv_heads, self.head_dim))  # [..., kv_heads, hd]
+        v = getattr(self, "v_proj" + expert)(x).unflatten(-1, (self.kv_heads, self.head_dim))  # [..., kv_heads, hd]
+        if self.qk_norm:
+            q, k = getattr(self, "q_norm" + expert)(q), getattr(self, "k_norm" + expert)(k)
+        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v
+
+    def out(self, attended: Tensor, expert: str = "") -> Tensor:
+        """attended [..., heads, head_dim] -> [..., hidden] through the output projection of `expert`."""
+        return getattr(self, "o_proj" + expert)(attended.flatten(-2))  # [..., hidden]
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv: KVStep | None = None, mode: Mode = "causal") -> Tensor:
         """Paged: x [N, hidden] packed new tokens; dense (kv None): x [B, T, hidden]. cos/sin: x's [..., head_dim]."""
-        q = self.q_proj(x).unflatten(-1, (self.heads, self.head_dim))  # [..., heads, head_dim]
-        k = self.k_proj(x).unflatten(-1, (self.kv_heads, self.head_dim))  # [..., kv_heads, head_dim]
-        v = self.v_proj(x).unflatten(-1, (self.kv_heads, self.head_dim))  # [..., kv_heads, head_dim]
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k, v = self.qkv(x, cos, sin)
         out = dense_attention(q, k, v, mode) if kv is None else kv.attend(self.layer, q, k, v)  # [..., heads, head_dim]
-        return self.o_proj(out.flatten(-2))  # [..., hidden]
+        return self.out(out)  # [..., hidden]
