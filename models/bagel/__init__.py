@@ -7,3 +7,5 @@ from wgc.models.bagel.latents import latent_ids as latent_ids
 from wgc.models.bagel.latents import patchify as patchify
 from wgc.models.bagel.latents import sincos_2d as sincos_2d
 from wgc.models.bagel.latents import unpatchify as unpatchify
+from wgc.models.bagel.vae import VaeDecoder as VaeDecoder
+from wgc.models.bagel.vae import VaeEncoder as VaeEncoder
