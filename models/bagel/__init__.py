@@ -1,5 +1,6 @@
 """BAGEL (ByteDance-Seed/BAGEL-7B-MoT): text + image in, text or image out. Components grow here."""
 
+from wgc.models.bagel.combine import GuidanceCombine as GuidanceCombine
 from wgc.models.bagel.latents import LatentAdapter as LatentAdapter
 from wgc.models.bagel.latents import PositionTable as PositionTable
 from wgc.models.bagel.latents import TimestepEmbedder as TimestepEmbedder
