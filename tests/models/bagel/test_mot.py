@@ -9,13 +9,12 @@ from wgc.models.bagel.config import IM_END, IM_START
 from wgc.models.bagel.mot import MoTLM
 from wgc.runtime.engines.kv_engine import Write
 
-from tests.models.bagel.helpers import DenseAttention, call, gen_from_und, lively, tiny_llm
-
-transformers = pytest.importorskip("transformers")
+from tests.models.bagel.helpers import DenseAttention, call, gen_from_und, tiny_llm
 
 
 def qwen3_reference(lm: MoTLM) -> torch.nn.Module:
     """transformers' Qwen3ForCausalLM with the und expert's weights (o_proj bias zero: BAGEL has none)."""
+    transformers = pytest.importorskip("transformers")
     c = lm.config
     config = transformers.Qwen3Config(
         vocab_size=c.vocab, hidden_size=c.hidden, intermediate_size=c.intermediate, num_hidden_layers=c.layers,
