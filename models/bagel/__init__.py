@@ -13,3 +13,4 @@ from wgc.models.bagel.llm import LanguageModel as LanguageModel
 from wgc.models.bagel.mot import MoTLM as MoTLM
 from wgc.models.bagel.vae import VaeDecoder as VaeDecoder
 from wgc.models.bagel.vae import VaeEncoder as VaeEncoder
+from wgc.models.bagel.vit import VitEncoder as VitEncoder
