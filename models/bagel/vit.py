@@ -239,7 +239,7 @@ class VitEncoder(Component):
     def encode_prepared(self, items: list[tuple[Tensor, Tensor, tuple[int, int]]]) -> list[Tensor]:
         """Prepared images (vit_transform.prepare) -> one [N_i, llm_hidden] tensor each, in order."""
         patches, ids, groups, order = pack(items)
-        with torch.inference_mode():
+        with torch.no_grad():  # not inference_mode: the LLM may write into these tensors outside it
             out = self.model(patches.to(self.torch_device, self.dtype), ids.to(self.torch_device), groups)  # [T, L]
         pieces = out.split([items[i][0].shape[0] for i in order])
         results: list[Any] = [None] * len(items)
