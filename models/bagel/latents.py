@@ -56,6 +56,24 @@ def latent_ids(h_tokens: int, w_tokens: int, grid: int) -> Tensor:
     return (rows + torch.arange(w_tokens)[None, :]).reshape(-1)  # [h*w]
 
 
+def latent_grid(height: int, width: int, grid: int) -> tuple[int, int]:
+    """The token grid (h, w) of a height x width px image; ValueError when the table cannot place it."""
+    if height <= 0 or width <= 0 or height % DOWNSAMPLE or width % DOWNSAMPLE:
+        raise ValueError(f"an image of {height}x{width} px: both sides must be positive multiples of {DOWNSAMPLE}")
+    h, w = height // DOWNSAMPLE, width // DOWNSAMPLE
+    if h > grid or w > grid:
+        raise ValueError(f"an image of {height}x{width} px is larger than this model's "
+                         f"{grid * DOWNSAMPLE}x{grid * DOWNSAMPLE} px")
+    return h, w
+
+
+def initial_noise(n: int, seed: int, token_dim: int = TOKEN_DIM) -> Tensor:
+    """The flow's starting latents, N(0, 1) [n, token_dim] float32, drawn on the CPU from `seed` alone,
+    so that they are the same on every device and placement (vllm-omni PR #4081: noise drawn on the
+    device changed every output)."""
+    return torch.randn(n, token_dim, generator=torch.Generator().manual_seed(seed))  # [n, token_dim]
+
+
 def sincos_1d(dim: int, positions: Tensor) -> Tensor:
     """positions [M] -> [M, dim]: [sin(p * w_i), cos(p * w_i)], w_i = 10000^(-i / (dim/2)), float64."""
     if dim % 2:

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 from torch import Tensor
 from wgc.models.bagel.config import VISION_END, VISION_START, BagelLLMConfig
-from wgc.models.bagel.latents import DOWNSAMPLE, TOKEN_DIM, LatentAdapter, latent_ids
+from wgc.models.bagel.latents import TOKEN_DIM, LatentAdapter, initial_noise, latent_grid, latent_ids
 from wgc.models.bagel.mot import MoTLM, init_random
 from wgc.models.bagel.vocab import TokenMap, encode_prompt, tiny_tokenizer
 from wgc.runtime.component import PARTIAL, Call, CallError
@@ -264,23 +264,17 @@ class LanguageModel(KVComponent):
     def init_latents(self, calls: list[Call]) -> list[Any]:
         out = []
         for c in calls:
-            height, width = int(c.args[0]), int(c.args[1])
-            if height % DOWNSAMPLE or width % DOWNSAMPLE or height <= 0 or width <= 0:
-                raise CallError(c.request, f"an image of {height}x{width} px: both sides must be positive "
-                                           f"multiples of {DOWNSAMPLE}")
-            h, w = height // DOWNSAMPLE, width // DOWNSAMPLE
-            grid = self.config.latent_grid
-            if h > grid or w > grid:
-                raise CallError(c.request, f"an image of {height}x{width} px is larger than this model's "
-                                           f"{grid * DOWNSAMPLE}x{grid * DOWNSAMPLE} px")
+            try:
+                h, w = latent_grid(int(c.args[0]), int(c.args[1]), self.config.latent_grid)
+            except ValueError as err:
+                raise CallError(c.request, str(err)) from None
             given = c.args[2] if len(c.args) > 2 else None
             seed = self.request_seed(c.request) if given is None else int(given) % 2**63
-            noise = torch.randn(h * w, TOKEN_DIM, generator=torch.Generator().manual_seed(seed))  # [N, 64] on the CPU
             self._latent_hw[c.request] = (h, w)
             for (request, _), seq in self.kv.seqs.items():
                 if request == c.request:
                     seq.data["latent_hw"] = [h, w]
-            out.append(noise.to(self.torch_device, self.dtype))
+            out.append(initial_noise(h * w, seed).to(self.torch_device, self.dtype))  # [N, 64]
         return out
 
     def velocity(self, calls: list[Call]) -> list[Any]:
