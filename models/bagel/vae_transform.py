@@ -2,15 +2,7 @@
 [-1, 1] pixels (models-wave2.md §1.4, §1.6).
 
 BAGEL builds it as `ImageTransform(1024, 512, 16)` (data/transforms.py: `MaxLongEdgeMinShortEdgeResize`,
-`ToTensor`, `Normalize(0.5, 0.5)`, `max_pixels` 14·14·9·1024). The size rule, in order:
-
-    scale = max(min(max_size / long edge, 1), min_size / short edge)    shrink to the cap, grow to the floor
-    side  = max(stride, round(round(side · scale) / stride) · stride)   each side, to a multiple of stride
-    if w·h > max_pixels:       rescale the rounded sides by max_pixels / (w·h), round again
-    if the long edge > max_size: rescale by max_size / long edge, round again
-
-so the floor can lose to the cap for a very long image. The resize is Pillow's bicubic (what
-torchvision does for a PIL image; Pillow always antialiases). BAGEL resizes an input image with this
+`ToTensor`, `Normalize(0.5, 0.5)`, `max_pixels` 14·14·9·1024); the size rule is resize.py's. BAGEL resizes an input image with this
 rule once in `interleave_inference` (before both the VAE and the ViT see it) and again inside
 `update_context_image` for the VAE; the second pass is the identity unless the first one ended on a
 size the rule would change (the cap beat the floor), and `vae_pixels` repeats it to match.
@@ -18,52 +10,11 @@ size the rule would change (the cap beat the floor), and `vae_pixels` repeats it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 import torch
 from torch import Tensor
+from wgc.models.bagel.resize import ResizeRule, fit, resize
 
-
-@dataclass(frozen=True)
-class ResizeRule:
-    """BAGEL's `MaxLongEdgeMinShortEdgeResize` bounds."""
-
-    max_size: int = 1024  # longest edge, at most
-    min_size: int = 512  # shortest edge, at least (unless the cap wins)
-    stride: int = 16  # both sides a multiple of this: the VAE's 8x and the 2x2 latent patch
-    max_pixels: int = 14 * 14 * 9 * 1024  # BAGEL's ImageTransform default
-
-
-def _snap(value: float, stride: int) -> int:
-    return max(stride, int(round(value / stride) * stride))
-
-
-def _scaled(width: int, height: int, scale: float, stride: int) -> tuple[int, int]:
-    return _snap(round(width * scale), stride), _snap(round(height * scale), stride)
-
-
-def fit(width: int, height: int, rule: ResizeRule) -> tuple[int, int]:
-    """The (width, height) BAGEL resizes a `width` x `height` image to."""
-    scale = max(min(rule.max_size / max(width, height), 1.0), rule.min_size / min(width, height))
-    w, h = _scaled(width, height, scale, rule.stride)
-    if w * h > rule.max_pixels:
-        w, h = _scaled(w, h, rule.max_pixels / (w * h), rule.stride)
-    if max(w, h) > rule.max_size:
-        w, h = _scaled(w, h, rule.max_size / max(w, h), rule.stride)
-    return w, h
-
-
-def resize(pixels: Tensor, rule: ResizeRule) -> Tensor:
-    """uint8 [H, W, 3] -> uint8 [H', W', 3], the sides from `fit` (Pillow bicubic; no copy when equal)."""
-    height, width = int(pixels.shape[0]), int(pixels.shape[1])
-    w, h = fit(width, height, rule)
-    if (w, h) == (width, height):
-        return pixels
-    from PIL import Image
-
-    image = Image.fromarray(np.ascontiguousarray(pixels.numpy()))
-    return torch.from_numpy(np.asarray(image.resize((w, h), Image.Resampling.BICUBIC)).copy())  # [h, w, 3] u8
+__all__ = ["ResizeRule", "as_rgb", "fit", "resize", "vae_pixels"]
 
 
 def as_rgb(img: object) -> Tensor:

@@ -33,6 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from wgc.models.bagel.latents import PositionTable
+from wgc.models.bagel.resize import ResizeRule
+from wgc.models.bagel.vae import VAE_7B, VAE_TINY
 from wgc.models.bagel.vit_transform import Resize, check_image, prepare
 from wgc.runtime.component import Call, CallError, Component
 from wgc.runtime.engines.attention import dense_attention
@@ -53,6 +55,7 @@ class VitConfig:
     grid: int  # patches per side of the position tables (grid * grid rows)
     llm_hidden: int
     resize: Resize
+    first: ResizeRule | None = None  # the VAE's rule, which BAGEL applies to every input image first
     eps: float = 1e-6
     channels: int = 3
 
@@ -72,10 +75,10 @@ class VitConfig:
     def preset(name: str) -> VitConfig:
         if name == "tiny":
             return VitConfig("tiny", hidden=32, layers=1, heads=2, intermediate=64, patch=14, grid=4, llm_hidden=64,
-                             resize=Resize.preset("tiny"))
+                             resize=Resize.preset("tiny"), first=VAE_TINY.resize)
         if name == "7b":
             return VitConfig("7b", hidden=1152, layers=26, heads=16, intermediate=4304, patch=14, grid=70,
-                             llm_hidden=3584, resize=Resize.preset("7b"))
+                             llm_hidden=3584, resize=Resize.preset("7b"), first=VAE_7B.resize)
         raise ValueError(f"unknown BAGEL ViT preset {name!r} (known: tiny, 7b)")
 
 
@@ -231,7 +234,8 @@ class VitEncoder(Component):
         items = []
         for call in calls:
             try:
-                items.append(prepare(check_image(call.args[0]), self.config.resize, self.config.patch, self.config.grid))
+                items.append(prepare(check_image(call.args[0]), self.config.resize, self.config.patch, self.config.grid,
+                                     self.config.first))
             except ValueError as err:
                 raise CallError(call.request, f"{self.spec.name}.encode: {err}") from None
         return self.encode_prepared(items)

@@ -1,13 +1,9 @@
 """BAGEL's ViT input: an image resized with its aspect ratio kept, normalised, cut into patches.
 
 The image arrives as the runtime hands every image part to a component (runtime/http/media.py):
-a uint8 tensor [H, W, 3]. It is resized as BAGEL's `ImageTransform(980, 224, 14)` does
-(`MaxLongEdgeMinShortEdgeResize`): scaled so that the longest edge is at most `max_size` and the
-shortest at least `min_size`, each side rounded to a multiple of `stride`; then, if the area is over
-`max_pixels`, scaled again by the area ratio (BAGEL's own rule: the ratio of areas used as a linear
-scale), and once more if the longest edge is still over `max_size` (an extreme aspect ratio, where
-the shortest edge then ends below `min_size`). The resize is Pillow's bicubic, as the reference
-resizes a PIL image; values go to [-1, 1] (mean 0.5, std 0.5).
+a uint8 tensor [H, W, 3]. It is resized as BAGEL's `ImageTransform(980, 224, 14)` does, with
+resize.py's rule, after the VAE's resize that BAGEL applies to every input image first; values go
+to [-1, 1] (mean 0.5, std 0.5).
 
 Patches are flattened in (p, q, c) order, row within the patch, column, then channel (BAGEL's
 `patchify`, "chpwq -> hwpqc"), which is the order of the checkpoint's Linear patch embedding
@@ -18,21 +14,18 @@ at (row, col) takes `row * grid + col` whatever the image's size (never interpol
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 from wgc.models.bagel.latents import latent_ids
+from wgc.models.bagel.resize import ResizeRule, fit
+from wgc.models.bagel.resize import resize as resize_pixels
 
 
-@dataclass(frozen=True)
-class Resize:
-    max_size: int  # the longest edge at most this
-    min_size: int  # the shortest edge at least this (unless max_size or max_pixels win)
-    stride: int  # both sides a multiple of this: a multiple of the patch, so patchify never truncates
-    max_pixels: int
+class Resize(ResizeRule):
+    """The ViT's bounds (BAGEL's `ImageTransform(980, 224, 14)`): the stride a multiple of the patch."""
 
     @staticmethod
     def preset(name: str) -> Resize:
@@ -45,24 +38,9 @@ class Resize:
         raise ValueError(f"unknown ViT resize preset {name!r} (known: tiny, 7b)")
 
 
-def _divisible(value: float, stride: int) -> int:
-    # Python's round (half to even) on purpose: the reference rounds the same way
-    return max(stride, int(round(value / stride) * stride))
-
-
-def _scaled(width: int, height: int, scale: float, stride: int) -> tuple[int, int]:
-    return _divisible(round(width * scale), stride), _divisible(round(height * scale), stride)
-
-
-def target_size(width: int, height: int, r: Resize) -> tuple[int, int]:
+def target_size(width: int, height: int, r: ResizeRule) -> tuple[int, int]:
     """(width, height) after BAGEL's resize: aspect kept, both multiples of `r.stride`."""
-    scale = max(min(r.max_size / max(width, height), 1.0), r.min_size / min(width, height))
-    w, h = _scaled(width, height, scale, r.stride)
-    if w * h > r.max_pixels:
-        w, h = _scaled(w, h, r.max_pixels / (w * h), r.stride)
-    if max(w, h) > r.max_size:
-        w, h = _scaled(w, h, r.max_size / max(w, h), r.stride)
-    return w, h
+    return fit(width, height, r)
 
 
 def check_image(value: Any) -> Tensor:
@@ -76,16 +54,13 @@ def check_image(value: Any) -> Tensor:
     return value
 
 
-def resize(image: Tensor, r: Resize) -> Tensor:
-    """uint8 [H, W, 3] -> float32 [H', W', 3] in [-1, 1], H' and W' from `target_size`."""
-    from PIL import Image
-
-    height, width = int(image.shape[0]), int(image.shape[1])
-    size = target_size(width, height, r)
-    pil = Image.fromarray(image.cpu().numpy())
-    if size != (width, height):
-        pil = pil.resize(size, Image.Resampling.BICUBIC)
-    pixels = torch.from_numpy(np.asarray(pil, dtype=np.float32).copy())  # [H', W', 3] in [0, 255]
+def resize(image: Tensor, r: ResizeRule, first: ResizeRule | None = None) -> Tensor:
+    """uint8 [H, W, 3] -> float32 [H', W', 3] in [-1, 1], H' and W' from `target_size`. `first`: the
+    rule the image went through before (BAGEL's `interleave_inference` resizes every input image with
+    the VAE's rule before either encoder sees it, understanding included)."""
+    if first is not None:
+        image = resize_pixels(image, first)
+    pixels = resize_pixels(image, r).to(torch.float32)  # [H', W', 3] in [0, 255]
     return (pixels / 255.0 - 0.5) / 0.5  # [H', W', 3]: ToTensor then Normalize, in the reference's order
 
 
@@ -99,8 +74,9 @@ def patchify(pixels: Tensor, patch: int) -> Tensor:
     return grid.permute(0, 2, 1, 3, 4).reshape(rows * cols, patch * patch * channels)  # [rows*cols, p*q*C]
 
 
-def prepare(image: Tensor, r: Resize, patch: int, grid: int) -> tuple[Tensor, Tensor, tuple[int, int]]:
+def prepare(image: Tensor, r: ResizeRule, patch: int, grid: int,
+            first: ResizeRule | None = None) -> tuple[Tensor, Tensor, tuple[int, int]]:
     """uint8 [H, W, 3] -> (patches [N, p*p*3] float32, ids [N] int64, (rows, cols))."""
-    pixels = resize(image, r)  # [H', W', 3]
+    pixels = resize(image, r, first)  # [H', W', 3]
     rows, cols = pixels.shape[0] // patch, pixels.shape[1] // patch
     return patchify(pixels, patch), latent_ids(rows, cols, grid), (rows, cols)

@@ -11,6 +11,7 @@ import pytest
 import torch
 from transformers import SiglipVisionConfig, SiglipVisionModel
 from wgc.models.bagel.latents import latent_ids, sincos_2d
+from wgc.models.bagel.resize import fit
 from wgc.models.bagel.vit import BagelVit, VitConfig, VitEncoder, pack, random_vit
 from wgc.models.bagel.vit_transform import Resize, patchify, prepare, resize, target_size
 from wgc.runtime.component import Call, CallError
@@ -166,7 +167,7 @@ def test_the_output_is_connector_plus_the_sincos_table() -> None:
     vit = VitEncoder.tiny(spec(), 0, "cpu")
     img = image(56, 28)
     (got,) = vit.encode([Call(1, "", (img,))])
-    patches, ids, _ = prepare(img, TINY.resize, TINY.patch, TINY.grid)
+    patches, ids, _ = prepare(img, TINY.resize, TINY.patch, TINY.grid, TINY.first)
     m = vit.model
     with torch.no_grad():
         want = m.connector(m.vision_model(patches, ids, [(1, 8)])) + sincos_2d(TINY.llm_hidden, TINY.grid)[ids]
@@ -176,13 +177,13 @@ def test_the_output_is_connector_plus_the_sincos_table() -> None:
 
 def test_images_in_one_batch_do_not_attend_across() -> None:
     vit = VitEncoder.tiny(spec(), 0, "cpu")
-    imgs = [image(56, 56, 1), image(28, 56, 2), image(56, 56, 3), image(56, 28, 4), image(20, 20, 5)]
+    imgs = [image(56, 56, 1), image(28, 56, 2), image(56, 56, 3), image(56, 28, 4), image(14, 56, 5)]
     together = vit.encode([Call(i, "", (img,)) for i, img in enumerate(imgs)])
     alone = [vit.encode([Call(i, "", (img,))])[0] for i, img in enumerate(imgs)]
     assert [t.shape[0] for t in together] == [16, 8, 16, 8, 4]
     for a, b in zip(together, alone, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
-    _, _, groups, order = pack([prepare(img, TINY.resize, TINY.patch, TINY.grid) for img in imgs])
+    _, _, groups, order = pack([prepare(img, TINY.resize, TINY.patch, TINY.grid, TINY.first) for img in imgs])
     assert groups == [(1, 4), (2, 8), (2, 16)] and order == [4, 1, 3, 0, 2]
     changed = vit.encode([Call(i, "", (img,)) for i, img in enumerate([imgs[0], imgs[1], image(56, 56, 9)])])
     torch.testing.assert_close(changed[0], together[0])  # a neighbour in the same group changed, this did not
@@ -229,3 +230,13 @@ def test_tiny_component_warms_up_and_describes_itself() -> None:
     vit.warm_up(lines.append)
     assert lines == ["encoded a 56x56 image"] and vit.counters() == {"images": 0, "tokens": 0, "forwards": 0}
     assert "tiny preset, random weights" in vit.describe()
+
+
+def test_an_input_image_goes_through_the_vae_resize_before_the_vits() -> None:
+    """BAGEL's interleave_inference resizes every input image with the VAE's rule (1024/512/16) first,
+    understanding included: a 300 x 200 image reaches the ViT as 768 x 512, then 770 x 518."""
+    seven = VitConfig.preset("7b")
+    first = fit(300, 200, seven.first)
+    assert first == (768, 512)
+    assert target_size(*first, seven.resize) == (770, 518)
+    assert target_size(300, 200, seven.resize) == (336, 224)  # the ViT rule alone gives another size
