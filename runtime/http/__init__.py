@@ -18,6 +18,7 @@
     metrics.py       the Prometheus registry of one server
     hooks.py         functions a model's component module may define for the frontend
     tokenizer.py     the Tokenizer protocol, the component hook, the byte-level fallback
+    outputs.py       how emitted values read: tokenizer, end tokens, audio sample rate
     detok.py         UTF-8-safe incremental decoding and stop strings
     choice.py        one text choice: deltas, token counts, finish_reason
     template.py      the chat template in a Jinja2 sandbox; media kept in order

@@ -22,18 +22,16 @@ from wgc.runtime.http import plan_schemas
 from wgc.runtime.http.admission import Admission, Capacity, Full, TooWide
 from wgc.runtime.http.capabilities import Capabilities
 from wgc.runtime.http.errors import ApiError
-from wgc.runtime.http.hooks import component_hook
 from wgc.runtime.http.media import MediaLimits
 from wgc.runtime.http.metrics import Metrics
+from wgc.runtime.http.outputs import OutputFormats
 from wgc.runtime.http.running import Running
 from wgc.runtime.http.template import ChatTemplate
-from wgc.runtime.http.tokenizer import Tokenizer, chat_template, load_tokenizer, stop_ids
+from wgc.runtime.http.tokenizer import Tokenizer, chat_template
 
 from wgc.plan.model import Plan
 from wgc.settings import DEFAULT_EXPECTED_CONTEXT
-from wgc.sim.mock import MockComponent
 
-DEFAULT_SAMPLE_RATE = 24000
 SIZING_TIMEOUT = 5.0  # seconds the ranks have to report their KV pools at start-up
 log = logging.getLogger("wgc.http")
 
@@ -60,38 +58,18 @@ class Service:
         # known, and a request wider than the slots then is refused by `admitted`.
         self.max_choices = self.sizing.capacity.max_running
         self.models = plan_schemas.build(self.caps, self.max_choices)
-        text = self.caps.emitters.get("text", ())
-        self.tokenizer: Tokenizer = load_tokenizer(text[0] if text else None, options.fake)
+        formats = OutputFormats.of(self.caps, options.fake)
+        self.tokenizer: Tokenizer = formats.tokenizer
         self.template = ChatTemplate(chat_template(self.tokenizer), getattr(self.tokenizer, "bos_token", "") or "",
                                      getattr(self.tokenizer, "eos_token", "") or "")
-        self.end_ids = stop_ids(self.tokenizer) | self._eos_consts(text)
-        self._rate = self._sample_rate()
+        self.end_ids = formats.end_ids
+        self._rate = formats.sample_rate
         self.admission = Admission(self.sizing.capacity)
         self.metrics = Metrics()
         self.runtime: Runtime | None = None
         self.state = "starting"  # starting, ready, stopping
         self._background: set[asyncio.Task[None]] = set()
         self.created = int(time.time())
-
-    def _eos_consts(self, comps: tuple[Any, ...]) -> frozenset[int]:
-        """End tokens a text emitter declares (`const eos`), as its outputs carry them (mock values when fake)."""
-        out = set()
-        for spec in comps:
-            for name, value in spec.consts.items():
-                if name == "eos" or name.endswith("_eos"):
-                    v = MockComponent.from_spec(spec).const(name) if self.options.fake else value
-                    if isinstance(v, int) and not isinstance(v, bool):
-                        out.add(v)
-        return frozenset(out)
-
-    def _sample_rate(self) -> int:
-        """The audio emitter's module hook `sample_rate(spec)`, else its `const sample_rate`, else 24 kHz."""
-        for spec in self.caps.emitters.get("audio", ()):
-            hook = component_hook(spec, "sample_rate", self.options.fake)
-            value = hook(spec) if hook is not None else spec.consts.get("sample_rate")
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-        return DEFAULT_SAMPLE_RATE
 
     def sample_rate(self) -> int:
         return self._rate

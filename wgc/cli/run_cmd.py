@@ -3,6 +3,7 @@
     wgc run bagel.plan --fake --request '{"params": {"steps": 8}, "parts": [{"kind": "text", "payload": "a cat"}],
                                           "outputs": ["image"]}'
     producer | wgc run bagel.plan --fake --request -          # one JSON request per line on stdin
+    wgc run orpheus.plan --request '{"inputs": {"prompt": "Hi"}}' -o out/   # out/audio.wav (run_files.py)
     wgc run bagel.plan --serve :8000 --api-key KEY            # HTTP (OpenAI-compatible), docs/http.md
 
 With --serve, the only line on stdout is {"event": "ready", "url": ..., ...}, written once every rank
@@ -14,6 +15,9 @@ requests' events as they happen ("output", then one of "done", "error", "cancell
 request. Exit status: 0 when every request is done, 1 when one failed (or the runtime could not start
 or the plan is bad), 2 for bad usage or a missing file, 128 + the signal after SIGINT or SIGTERM, which
 stop every worker first.
+
+With -o DIR the outputs are written as files instead (WAV, PNG, .txt, .npy: run_files.py) and stdout
+has one line per file; a request's error goes to stderr.
 """
 
 from __future__ import annotations
@@ -37,6 +41,14 @@ class OutputGone(Exception):
     """Standard output cannot be written any more (a closed pipe, a full disk)."""
 
 
+def _write_line(text: str) -> None:
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except OSError as err:
+        raise OutputGone(err.strerror or str(err)) from None
+
+
 def _json_line(obj: dict[str, Any]) -> None:
     import msgspec
 
@@ -47,11 +59,7 @@ def _json_line(obj: dict[str, Any]) -> None:
             return sorted(value, key=repr)
         raise TypeError(f"cannot write a {type(value).__name__} as JSON")
 
-    try:
-        sys.stdout.write(msgspec.json.encode(obj, enc_hook=default).decode() + "\n")
-        sys.stdout.flush()
-    except OSError as err:
-        raise OutputGone(err.strerror or str(err)) from None
+    _write_line(msgspec.json.encode(obj, enc_hook=default).decode())
 
 
 def parse_request(text: str, where: str) -> dict[str, Any]:
@@ -86,35 +94,59 @@ def _event_line(event: Any) -> dict[str, Any]:
 
 
 class Session:
-    """One `wgc run`: the runtime, the requests in flight, and whether any failed."""
+    """One `wgc run`: the runtime, the requests in flight, and whether any failed. With `files`
+    (-o DIR), outputs become files and errors go to stderr; otherwise every event is a JSON line."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Any, files: Any = None) -> None:
         self.runtime = runtime
+        self.files = files  # run_files.OutputDirectory, or None
         self.tasks: set[asyncio.Task[None]] = set()
         self.failed = False
+        self.submitted = 0
+
+    def error(self, where: str, message: str) -> None:
+        self.failed = True
+        if self.files is None:
+            _json_line({"event": "error", "request": None, "error": f"{where}: {message}"})
+        else:
+            click.echo(f"wgc: {where}: {message}", err=True)
 
     def submit(self, doc: dict[str, Any], where: str) -> None:
         import asyncio
 
         from wgc.runtime.api import RequestError
 
+        self.submitted += 1
         try:
             handle = self.runtime.submit(**doc)
         except (RequestError, RuntimeError) as err:
-            self.failed = True
-            _json_line({"event": "error", "request": None, "error": f"{where}: {err}"})
+            self.error(where, str(err))
             return
-        task = asyncio.get_running_loop().create_task(self._stream(handle))
+        files = None if self.files is None else self.files.request(self.submitted, doc)
+        task = asyncio.get_running_loop().create_task(self._stream(handle, where, files))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _stream(self, handle: Any) -> None:
-        from wgc.runtime.api import DoneEvent, OutputEvent
+    async def _stream(self, handle: Any, where: str, files: Any) -> None:
+        from wgc.runtime.api import DoneEvent, ErrorEvent, OutputEvent
 
         async for event in handle.events():
-            _json_line(_event_line(event))
+            if files is None:
+                _json_line(_event_line(event))
+            elif isinstance(event, OutputEvent):
+                files.add(event)
             if not isinstance(event, OutputEvent | DoneEvent):
                 self.failed = True
+                if files is not None:
+                    self.error(where, event.error if isinstance(event, ErrorEvent) else "cancelled")
+        if files is not None:
+            try:
+                lines = files.write()
+            except OSError as err:
+                self.error(where, f"cannot write its files: {err}")
+                return
+            for line in lines:
+                _write_line(line)
 
     async def drain(self) -> None:
         import asyncio
@@ -139,14 +171,21 @@ def _stdin_lines() -> asyncio.Queue[str | None]:
     return queue
 
 
-async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_stdin: bool, timeout: float) -> int:
+async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_stdin: bool, timeout: float,
+                 output_dir: str | None = None) -> int:
     from wgc.runtime.api import Runtime
 
     async with await Runtime.start(plan_file, fake=fake, ready_timeout=timeout) as runtime:
-        pids = runtime.pids
-        ranks = [{"rank": r.rank, "pid": pids[r.rank], "device": r.device} for r in runtime.plan.ranks]
-        _json_line({"event": "ready", "model": runtime.plan.model, "fake": fake, "ranks": ranks})
-        session = Session(runtime)
+        files = None
+        if output_dir is None:
+            pids = runtime.pids
+            ranks = [{"rank": r.rank, "pid": pids[r.rank], "device": r.device} for r in runtime.plan.ranks]
+            _json_line({"event": "ready", "model": runtime.plan.model, "fake": fake, "ranks": ranks})
+        else:
+            from wgc.cli.run_files import OutputDirectory
+
+            files = OutputDirectory(output_dir, runtime.plan, fake, single=len(docs) == 1 and not from_stdin)
+        session = Session(runtime, files)
         for i, doc in enumerate(docs, 1):
             session.submit(doc, f"--request {i}")
         if from_stdin:
@@ -157,8 +196,7 @@ async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_st
                     try:
                         session.submit(parse_request(line, f"stdin line {number}"), f"stdin line {number}")
                     except ValueError as err:
-                        session.failed = True
-                        _json_line({"event": "error", "request": None, "error": str(err)})
+                        session.error(f"stdin line {number}", str(err).removeprefix(f"stdin line {number}: "))
         await session.drain()
         return 1 if session.failed else 0
 
@@ -214,6 +252,9 @@ async def _until_signal(work: Any) -> int:
 @click.option("--request", "requests", multiple=True, metavar="JSON",
               help="A request: JSON with params, inputs, parts, outputs, task, think. Repeatable; "
                    "'-' reads one request per line from stdin until it ends.")
+@click.option("-o", "--output", "output_dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="Write each request's outputs as files in DIR (audio.wav, image.png, text.txt, *.npy; "
+                   "request n of several in DIR/n/) and print one line per file instead of the events.")
 @click.option("--ready-timeout", type=float, default=120.0, show_default=True,
               help="Seconds start-up may go without progress (a loading or capture line from any rank) before it is abandoned.")
 @click.option("--serve", "serve_at", metavar="[HOST]:PORT",
@@ -227,7 +268,8 @@ async def _until_signal(work: Any) -> int:
               help="With --serve: requests waiting for a slot before 429 (default: twice --max-running).")
 @click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
               help="With --serve: seconds a request may take, queueing included, before it is cancelled.")
-def run(plan_file: str, fake: bool, requests: tuple[str, ...], ready_timeout: float, serve_at: str | None,
+def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str | None, ready_timeout: float,
+        serve_at: str | None,
         api_key: str | None, max_running: int | None, max_queued: int | None, request_timeout: float) -> None:
     """Start a coordinator and one worker process per rank; run requests; print their events as NDJSON."""
     import asyncio  # here, not at the top: `wgc check` imports this module and must start fast
@@ -240,6 +282,13 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], ready_timeout: fl
         docs = [parse_request(text, f"--request {i}") for i, text in enumerate(requests, 1) if text != "-"]
         if serve_at is not None and requests:
             raise ValueError("--serve and --request do not go together: send requests over HTTP")
+        if output_dir is not None and not requests:
+            raise ValueError("-o DIR needs --request: it writes the requests' outputs")
+        if output_dir is not None:
+            try:
+                os.makedirs(output_dir, exist_ok=True)
+            except OSError as err:
+                raise ValueError(f"-o {output_dir}: {err.strerror or err}") from None
         if serve_at is None and (api_key or max_running or max_queued is not None):
             raise ValueError("--api-key, --max-running and --max-queued need --serve")
         if serve_at is not None:
@@ -251,7 +300,7 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], ready_timeout: fl
         click.echo(f"wgc: {err}", err=True)
         sys.exit(EXIT_USAGE)
     try:
-        work = _serve(plan_file, fake, docs, from_stdin, ready_timeout) if serve_at is None else \
+        work = _serve(plan_file, fake, docs, from_stdin, ready_timeout, output_dir) if serve_at is None else \
             _serve_http(plan_file, address, options)
         status = asyncio.run(_until_signal(work))
     except PlanFileError as err:
