@@ -117,17 +117,11 @@ class LanguageModel(KVComponent):
     def _step(self, writes: list[Write], mode: Mode, write: bool, build: Build) -> tuple[Prepared, Tensor]:
         """Reserve, run the decoder over the rows `build` makes from the reserved step, commit (or
         undo everything and re-raise): (the step, its final hidden states [N, hidden])."""
-        prepared = self.kv.prepare(writes, mode, write)
-        try:
-            with torch.no_grad():
-                x, gen = build(prepared)  # [N, hidden], [N] bool or None
-                positions = prepared.positions.to(self.torch_device)  # [N]: the engine's, not the KV length
-                hidden = self.language_model(x, positions, self.kv.step(prepared), gen)  # [N, hidden]
-                self.kv.issued(prepared)
-        except BaseException:
-            self.kv.abort(prepared)
-            raise
-        self.kv.commit(prepared)
+        with self.kv.stepping(writes, mode, write) as prepared, torch.no_grad():
+            x, gen = build(prepared)  # [N, hidden], [N] bool or None
+            positions = prepared.positions.to(self.torch_device)  # [N]: the engine's, not the KV length
+            hidden = self.language_model(x, positions, self.kv.step(prepared), gen)  # [N, hidden]
+            self.kv.issued(prepared)
         self.stats["forwards"] += 1
         self.stats["tokens_in"] += sum(prepared.lengths)
         return prepared, hidden

@@ -16,11 +16,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer
 from wgc.models.bagel.config import IM_END, IM_START, SPECIAL_NAMES, SPECIALS, Vocab
-from wgc.models.orpheus.vocab import _bytes_to_unicode  # GPT-2's byte alphabet, written once in the tree
+from wgc.models.layers.tokenizer import BYTES, byte_tokenizer, read_tokenizer
 
-BYTES = 256
 COMPACT_VOCAB = BYTES + len(SPECIALS)  # 260
 _SPECIAL_INDEX = {t: BYTES + i for i, t in enumerate(SPECIALS)}
 
@@ -62,23 +61,9 @@ def encode_prompt(tokenizer: Tokenizer, text: str) -> list[int]:
 @lru_cache(maxsize=1)
 def tiny_tokenizer() -> Tokenizer:
     """Byte-level, no merges: byte b is token b; the four specials keep their Qwen ids."""
-    alphabet = _bytes_to_unicode()
-    vocab = {alphabet[b]: b for b in range(BYTES)}
-    vocab.update({SPECIAL_NAMES[t]: t for t in SPECIALS})
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens([AddedToken(SPECIAL_NAMES[t], special=True) for t in SPECIALS])
-    return tokenizer
+    return byte_tokenizer({t: SPECIAL_NAMES[t] for t in SPECIALS})
 
 
 def load_tokenizer(directory: Path) -> Tokenizer:
     """tokenizer.json of a local Hugging Face directory (Qwen2.5's, shipped with the checkpoint)."""
-    path = Path(directory) / "tokenizer.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no tokenizer.json (BAGEL needs its Qwen2.5 tokenizer beside the weights)")
-    try:
-        return Tokenizer.from_file(str(path))
-    except Exception as err:  # noqa: BLE001 - the library raises plain Exception for a bad file
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise ValueError(f"{path}: not a readable tokenizer.json ({first})") from None
+    return read_tokenizer(directory, "BAGEL needs its Qwen2.5 tokenizer")

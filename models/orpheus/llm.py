@@ -215,20 +215,14 @@ class LanguageModel(KVComponent):
         for w in writes:
             if not w.count:
                 raise CallError(w.request, "nothing to run: the input has no tokens")
-        prepared = self.kv.prepare(writes)
-        try:
-            with torch.no_grad():
-                cached = list(prepared.batch.cached_lengths)
-                if graphs and all(n == 1 for n in prepared.lengths) and self.graphs.fits(cached):
-                    logits = self.graphs.replay([prepared.chunk(i)[0] for i in range(len(writes))],
-                                                prepared.batch.page_tables, cached,
-                                                prepared.positions.tolist())  # [B, vocab]
-                else:
-                    logits = self._dynamic(prepared)  # [B, vocab]
-        except BaseException:
-            self.kv.abort(prepared)
-            raise
-        self.kv.commit(prepared)
+        with self.kv.stepping(writes) as prepared, torch.no_grad():
+            cached = list(prepared.batch.cached_lengths)
+            if graphs and all(n == 1 for n in prepared.lengths) and self.graphs.fits(cached):
+                logits = self.graphs.replay([prepared.chunk(i)[0] for i in range(len(writes))],
+                                            prepared.batch.page_tables, cached,
+                                            prepared.positions.tolist())  # [B, vocab]
+            else:
+                logits = self._dynamic(prepared)  # [B, vocab]
         self.stats["forwards"] += 1
         self.stats["tokens_in"] += sum(prepared.lengths)
         return logits.float()
@@ -236,12 +230,10 @@ class LanguageModel(KVComponent):
     def forward_static(self, items: list[tuple[int, str, list[int]]], bucket: int) -> Tensor:
         """`forward` of a decode batch through the static-shaped step a CUDA graph captures, run eagerly
         and padded to `bucket` rows (any device): the tests hold it equal to the dynamic path."""
-        prepared = self.kv.prepare([Write(r, lab, toks, len(toks)) for r, lab, toks in items])
-        with torch.no_grad():
+        with self.kv.stepping([Write(r, lab, toks, len(toks)) for r, lab, toks in items]) as prepared, torch.no_grad():
             logits = self.graphs.eager([toks[0] for _, _, toks in items], prepared.batch.page_tables,
                                        list(prepared.batch.cached_lengths), bucket,
                                        prepared.positions.tolist())  # [B, vocab]
-        self.kv.commit(prepared)
         return logits.float()
 
     def _dynamic(self, prepared: Prepared) -> Tensor:

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+from tokenizers import Tokenizer
+from wgc.models.layers.tokenizer import BYTES, byte_tokenizer, read_tokenizer
 from wgc.models.orpheus.config import (
     AUDIO_BASE,
     AUDIO_END,
@@ -37,7 +38,6 @@ from wgc.models.orpheus.config import (
     Vocab,
 )
 
-BYTES = 256
 SPECIALS: tuple[int, ...] = (128000, 128001, 128009, *range(TEXT_VOCAB, AUDIO_BASE))  # 13 ids
 SPECIAL_NAMES = {128000: "<|begin_of_text|>", 128001: "<|end_of_text|>", 128009: "<|eot_id|>",
                  **{TEXT_VOCAB + i: f"<custom_token_{i}>" for i in range(AUDIO_BASE - TEXT_VOCAB)}}
@@ -97,43 +97,13 @@ def encode_prompt(tokenizer: Tokenizer, voice: str, text: str) -> list[int]:
     return format_prompt(tokenizer.encode(prompt_text(voice, text)).ids)
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte → printable character table (the byte-level alphabet Llama 3's tokenizer uses)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars = list(printable)
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, chars)}
-
-
 @lru_cache(maxsize=1)
 def tiny_tokenizer() -> Tokenizer:
     """A byte-level tokenizer with no merges: byte b is token b; the specials keep their Orpheus ids;
     <|begin_of_text|> is prepended as Llama 3's tokenizer does. Built in code: nothing downloaded."""
-    alphabet = _bytes_to_unicode()
-    vocab = {alphabet[b]: b for b in range(BYTES)}
-    vocab.update({SPECIAL_NAMES[t]: t for t in SPECIALS})
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens([AddedToken(SPECIAL_NAMES[t], special=True) for t in SPECIALS])
-    bos = SPECIAL_NAMES[BEGIN_OF_TEXT]
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, BEGIN_OF_TEXT)])
-    return tokenizer
+    return byte_tokenizer({t: SPECIAL_NAMES[t] for t in SPECIALS}, bos=BEGIN_OF_TEXT)
 
 
 def load_tokenizer(directory: Path) -> Tokenizer:
     """tokenizer.json of a local Hugging Face directory; a clear error when it is absent or unreadable."""
-    path = Path(directory) / "tokenizer.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no tokenizer.json (Orpheus needs its Llama 3 tokenizer beside the weights)")
-    try:
-        return Tokenizer.from_file(str(path))
-    except Exception as err:  # noqa: BLE001 - the library raises plain Exception for a bad file
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise ValueError(f"{path}: not a readable tokenizer.json ({first})") from None
+    return read_tokenizer(directory, "Orpheus needs its Llama 3 tokenizer")

@@ -24,6 +24,8 @@ writes nothing (a velocity query), its new keys passed to the backend directly.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -238,6 +240,18 @@ class KVCacheEngine:
         batch = AttentionBatch(tables, cached, lengths, self.page_size, mode, write)
         flat = torch.cat(positions) if positions else torch.empty(0, dtype=torch.int64)
         return Prepared(writes, starts, lengths, finals, batch, flat.to(torch.int64), undo, copies)
+
+    @contextmanager
+    def stepping(self, writes: list[Write], mode: Mode = "causal", write: bool = True) -> Iterator[Prepared]:
+        """`prepare`, the body (the family's forward), then `commit`; `abort` and re-raise when the
+        body raises, so that a failed batch leaves every sequence as it was (and can be retried)."""
+        prepared = self.prepare(writes, mode, write)
+        try:
+            yield prepared
+        except BaseException:
+            self.abort(prepared)
+            raise
+        self.commit(prepared)
 
     def step(self, prepared: Prepared) -> KVStep:
         """What the family's forward attends through: this step planned (ahead when predicted)."""
