@@ -24,7 +24,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,14 +38,15 @@ from wgc.runtime.process.endpoints import Endpoints, make_run_directory
 from wgc.runtime.process.errors import RankDownError, StartError
 from wgc.runtime.process.events import CancelledEvent, DoneEvent, ErrorEvent, OutputEvent, RequestEvent
 from wgc.runtime.process.handle import CancelResult, RequestFailed, RequestHandle
+from wgc.runtime.process.modules import ModuleRefused, allowed_prefixes, check_components
 from wgc.runtime.process.supervisor import Supervisor
 
 from wgc.plan.file import encode_plan, load_plan
 from wgc.plan.model import Plan
 
 __all__ = [
-    "CancelResult", "CancelledEvent", "DoneEvent", "EntryCapture", "ErrorEvent", "HealthReport", "OutputEvent",
-    "RankDownError", "RankHealth", "RequestError", "RequestEvent", "RequestFailed", "RequestHandle", "Runtime",
+    "CancelResult", "CancelledEvent", "DoneEvent", "EntryCapture", "ErrorEvent", "HealthReport", "ModuleRefused",
+    "OutputEvent", "RankDownError", "RankHealth", "RequestError", "RequestEvent", "RequestFailed", "RequestHandle", "Runtime",
     "StartError", "StartupLine", "request_spec",
 ]
 
@@ -84,7 +85,7 @@ class Runtime:
     """A plan served by a coordinator (this process, on the event loop) and one worker process per rank."""
 
     def __init__(self, plan: Plan, plan_path: str, run_dir: str, fake: bool,
-                 on_progress: Callable[[str], None] | None = None) -> None:
+                 on_progress: Callable[[str], None] | None = None, allow_modules: Sequence[str] = ()) -> None:
         self.plan = plan
         self.fake = fake
         self._run_dir = run_dir
@@ -96,21 +97,28 @@ class Runtime:
         self.ready_at: float | None = None  # time.time() once every rank reported ready
         endpoints = Endpoints.in_directory(run_dir, len(plan.ranks))
         self._coordinator = Coordinator(plan, endpoints, fake, self._on_event, self._on_ready, self._on_progress)
-        self._supervisor = Supervisor(plan_path, endpoints, run_dir, fake, self._coordinator.rank_down)
+        self._supervisor = Supervisor(plan_path, endpoints, run_dir, fake, self._coordinator.rank_down, allow_modules)
 
     @classmethod
     async def start(cls, plan: str | os.PathLike[str] | Plan, fake: bool = False, ready_timeout: float = 60.0,
-                    on_progress: Callable[[str], None] | None = None) -> Runtime:
+                    on_progress: Callable[[str], None] | None = None,
+                    allow_modules: Sequence[str] | None = None) -> Runtime:
         """Load the plan (PlanFileError for a bad file), start every rank, wait until all are ready:
         components loaded and CUDA graphs captured (StartError naming the rank otherwise).
         `ready_timeout` bounds a silence, not the whole start-up: it runs from the last start-up line
-        any rank sent. `on_progress` gets each start-up line of every rank as it comes."""
+        any rank sent. `on_progress` gets each start-up line of every rank as it comes.
+        `allow_modules`: the module prefixes component classes may come from (default: wgc.models and
+        the placement's [serve] allow_modules); a class outside them is ModuleRefused before any
+        process starts or anything is imported (process/modules.py)."""
+        loaded = plan if isinstance(plan, Plan) else load_plan(plan)[1]
+        prefixes = allowed_prefixes(loaded, allow_modules)
+        if not fake:
+            check_components(loaded, prefixes)
         run_dir = make_run_directory()
         try:
-            loaded = plan if isinstance(plan, Plan) else load_plan(plan)[1]
             plan_path = Path(run_dir) / "plan.bin"  # every process runs exactly these bytes
             plan_path.write_bytes(encode_plan(loaded, "", ""))
-            runtime = cls(loaded, str(plan_path), run_dir, fake, on_progress)
+            runtime = cls(loaded, str(plan_path), run_dir, fake, on_progress, prefixes)
         except BaseException:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise

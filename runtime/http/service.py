@@ -46,6 +46,7 @@ class ServeOptions:
     max_body_bytes: int = 64 * 1024 * 1024
     media: MediaLimits = field(default_factory=MediaLimits)
     ready_timeout: float = 120.0
+    allow_modules: tuple[str, ...] | None = None  # module prefixes for component classes (process/modules.py)
 
 
 class Service:
@@ -81,7 +82,8 @@ class Service:
         return self.sizing.capacity
 
     async def start(self) -> Runtime:
-        self.runtime = await Runtime.start(self.plan, fake=self.options.fake, ready_timeout=self.options.ready_timeout)
+        self.runtime = await Runtime.start(self.plan, fake=self.options.fake, ready_timeout=self.options.ready_timeout,
+                                           allow_modules=self.options.allow_modules)
         self.observe(await self.runtime.health(timeout=SIZING_TIMEOUT))
         self.state = "ready"
         return self.runtime

@@ -6,6 +6,7 @@
     worker.py       one rank: its executor behind a PULL socket
     worker_main.py  the worker process entry (`python -m wgc.runtime.process.worker_main`)
     supervisor.py   starts the workers, waits for them, watches them, stops them
+    modules.py      which component modules a worker may import; its import path without the cwd
     probes.py       HealthQuery round trips: health reports and ordering barriers
     coordinator.py  the coordinator's sockets around CoordinatorCore, on the asyncio loop
     events.py       what a request's caller receives: typed output and end events

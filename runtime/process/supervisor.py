@@ -1,8 +1,10 @@
 """Starts one worker process per rank, waits until each reports ready (components loaded, CUDA graphs
 captured: runtime/worker/startup.py), watches them, stops them.
 
-Workers are plain subprocesses (`python -m wgc.runtime.process.worker_main`)
-with string arguments: nothing is pickled. Each one's standard input is a pipe
+Workers are plain subprocesses (`python -P -m wgc.runtime.process.worker_main`)
+with string arguments: nothing is pickled. Their import path excludes the
+working directory, and they import only component modules under the allowed
+prefixes (modules.py). Each one's standard input is a pipe
 from this process, so a worker whose parent dies sees end of file and exits.
 A worker's exit is noticed through a pidfd on the event loop (a 50 ms poll
 where pidfds are missing); an unexpected exit is reported once, with the exit
@@ -19,13 +21,13 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from wgc.runtime.process.endpoints import Endpoints
 from wgc.runtime.process.errors import StartError
+from wgc.runtime.process.modules import worker_command, worker_env
 
 OnDown = Callable[[int, str], None]
 
@@ -61,8 +63,10 @@ def exit_reason(code: int, error_file: Path) -> str:
 
 
 class Supervisor:
-    def __init__(self, plan_path: str, endpoints: Endpoints, run_dir: str, fake: bool, on_down: OnDown) -> None:
+    def __init__(self, plan_path: str, endpoints: Endpoints, run_dir: str, fake: bool, on_down: OnDown,
+                 allow_modules: Sequence[str] = ()) -> None:
         self.plan_path = plan_path
+        self.allow_modules = tuple(allow_modules)  # module prefixes the workers may import components from
         self.endpoints = endpoints
         self.run_dir = Path(run_dir)
         self.fake = fake
@@ -77,13 +81,12 @@ class Supervisor:
         self._all_ready = loop.create_future()
         for rank in range(len(self.endpoints.ranks)):
             error_file = self.run_dir / f"rank{rank}.error"
-            args = [sys.executable, "-m", "wgc.runtime.process.worker_main", "--plan", self.plan_path,
-                    "--rank", str(rank), "--coordinator", self.endpoints.coordinator,
+            args = ["--plan", self.plan_path, "--rank", str(rank), "--coordinator", self.endpoints.coordinator,
                     "--endpoints", ",".join(self.endpoints.ranks), "--error-file", str(error_file)]
-            if self.fake:
-                args.append("--fake")
+            args += ["--fake"] if self.fake else [a for p in self.allow_modules for a in ("--allow-module-prefix", p)]
             # stdout goes to our stderr: a worker's prints must never mix into our own output
-            proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=2, close_fds=True)
+            proc = subprocess.Popen(worker_command(args), stdin=subprocess.PIPE, stdout=2, close_fds=True,
+                                    env=worker_env(os.environ))
             rp = RankProcess(rank, proc, error_file, loop.create_future())
             self.ranks.append(rp)
             self._watch(rp, loop)

@@ -1,4 +1,8 @@
-"""The worker process: `python -m wgc.runtime.process.worker_main --plan PATH --rank N ...`.
+"""The worker process: `python -P -m wgc.runtime.process.worker_main --plan PATH --rank N ...`.
+
+`-P`: the working directory is not on the import path. Before any component is imported, every
+class this rank builds is checked against the allowed module prefixes (`--allow-module-prefix`,
+repeatable; by default wgc.models and the placement's `[serve] allow_modules`: modules.py).
 
 Started by the supervisor with plain string arguments (no pickled objects),
 its standard input a pipe from the parent: when the parent dies, for whatever
@@ -37,6 +41,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--endpoints", required=True, help="every rank's endpoint, comma-separated, in rank order")
     p.add_argument("--error-file", required=True, help="where to write the reason this worker stopped")
     p.add_argument("--fake", action="store_true", help="fake components (no weights)")
+    p.add_argument("--allow-module-prefix", action="append", dest="allow_modules", metavar="PREFIX",
+                   help="import component classes only from modules under PREFIX (repeatable)")
     return p.parse_args(argv)
 
 
@@ -61,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _log_to_stderr()
+    from wgc.runtime.process.modules import ModuleRefused, allowed_prefixes, check_components
     from wgc.runtime.process.worker import Worker
 
     from wgc.plan.file import PlanFileError, load_plan
@@ -68,9 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     endpoints = Endpoints(args.coordinator, tuple(args.endpoints.split(",")))
     try:
         _, plan = load_plan(args.plan)
+        if not args.fake:
+            check_components(plan, allowed_prefixes(plan, args.allow_modules), args.rank)
         worker = Worker(plan, args.rank, endpoints, args.fake, sys.stdin.fileno())
     except Exception as err:  # noqa: BLE001 - any start-up failure becomes one line for the supervisor
-        _report(args.error_file, str(err) if isinstance(err, (ImportError, OSError, PlanFileError)) else
+        _report(args.error_file, str(err) if isinstance(err, (ImportError, OSError, PlanFileError, ModuleRefused)) else
                 f"{type(err).__name__}: {err}")
         return EXIT_START
     try:

@@ -23,6 +23,8 @@ from wgc.compile import compile_program
 ROOT = Path(__file__).resolve().parents[2]
 TOY = ROOT / "tests" / "http" / "toy.walk"
 API_KEY = "test-key"
+# The test plans' components live in tests.http and tests.runtime, beside the shipped models.
+ALLOW_MODULES = ("--allow-module-prefix", "wgc.models", "--allow-module-prefix", "tests")
 
 
 def compile_plan(directory: Path, source: Path, placement: str = "cpu.toml") -> Path:
@@ -38,8 +40,9 @@ class Server:
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
         env = {**os.environ, "PYTHONPATH": path}  # the workers import tests.http.toys
         self.stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty server never blocks on it
+        allow = () if "--allow-module-prefix" in args else ALLOW_MODULES
         self.proc = subprocess.Popen([sys.executable, "-c", "from wgc.cli.main import main; main()", "run", str(plan), "--serve",
-                                      "127.0.0.1:0", *args], stdout=subprocess.PIPE, stderr=self.stderr, env=env)
+                                      "127.0.0.1:0", *allow, *args], stdout=subprocess.PIPE, stderr=self.stderr, env=env)
         self.ready = self._ready_line(ready_timeout)
         self.url: str = self.ready["url"]
         self.worker_pids = [r["pid"] for r in self.ready["ranks"]]

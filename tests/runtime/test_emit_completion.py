@@ -330,7 +330,7 @@ def test_worker_processes_deliver_every_output_before_the_end(plan: Plan, monkey
     specs = [spec(task, params) for task, params, _ in CASES] * 3
 
     async def body() -> tuple[list[list[Any]], Any]:
-        async with await Runtime.start(plan) as runtime:
+        async with await Runtime.start(plan, allow_modules=["tests.runtime"]) as runtime:
             handles = [runtime.submit_spec(s) for s in specs]  # all in flight together
             events = [[e async for e in h.events()] for h in handles]
             await asyncio.sleep(0.2)  # an output arriving after the end would be dropped, not seen

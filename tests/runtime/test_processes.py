@@ -163,7 +163,7 @@ def test_real_components_send_tensors_between_worker_processes(tmp_path: Path,
     plan = compile_text(tmp_path, TENSORS, TWO_RANKS)
 
     async def body() -> list[Any]:
-        async with await Runtime.start(plan) as runtime:
+        async with await Runtime.start(plan, allow_modules=["tests.runtime"]) as runtime:
             handle = runtime.submit(params={"steps": 5}, outputs=["tensor"])
             return [e async for e in handle.events()]
 

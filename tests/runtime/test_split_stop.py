@@ -129,7 +129,7 @@ def test_worker_processes_end_every_case(tmp_path: Path, monkeypatch: pytest.Mon
     plan = compiled(tmp_path, "two ranks", nospec=False)
 
     async def body() -> list[list[Any]]:
-        async with await Runtime.start(plan) as runtime:
+        async with await Runtime.start(plan, allow_modules=["tests.runtime"]) as runtime:
             handles = [runtime.submit_spec(spec(params)) for params, _ in CASES]
             return [[e async for e in h.events()] for h in handles]
 

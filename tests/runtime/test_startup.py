@@ -135,7 +135,7 @@ def test_worker_processes_report_ready_after_capture_with_progress_and_health(
     seen: list[str] = []
 
     async def body() -> tuple[Any, ...]:
-        async with await Runtime.start(plan, on_progress=seen.append) as runtime:
+        async with await Runtime.start(plan, on_progress=seen.append, allow_modules=["tests.runtime"]) as runtime:
             handle = runtime.submit_spec(REQUEST)
             out = await handle.collect()
             return runtime.ready_at, list(runtime.startup_log), dict(runtime.captures), await runtime.health(), out

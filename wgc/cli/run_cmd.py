@@ -172,10 +172,10 @@ def _stdin_lines() -> asyncio.Queue[str | None]:
 
 
 async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_stdin: bool, timeout: float,
-                 output_dir: str | None = None) -> int:
+                 output_dir: str | None = None, allow_modules: tuple[str, ...] | None = None) -> int:
     from wgc.runtime.api import Runtime
 
-    async with await Runtime.start(plan_file, fake=fake, ready_timeout=timeout) as runtime:
+    async with await Runtime.start(plan_file, fake=fake, ready_timeout=timeout, allow_modules=allow_modules) as runtime:
         files = None
         if output_dir is None:
             pids = runtime.pids
@@ -204,14 +204,17 @@ async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_st
 async def _serve_http(plan_file: str, address: Any, options: Any) -> int:
     from wgc.plan.file import load_plan
     from wgc.runtime.http.server import serve
+    from wgc.runtime.process.modules import allowed_prefixes, check_components
 
     _, plan = load_plan(plan_file)
+    if not options.fake:  # before the frontend imports the model's hooks (tokenizer, sample rate)
+        check_components(plan, allowed_prefixes(plan, options.allow_modules))
     await serve(plan, address, options, _json_line)
     return 0
 
 
 def _http_options(fake: bool, api_key: str | None, max_running: int | None, max_queued: int | None,
-                  request_timeout: float, ready_timeout: float) -> Any:
+                  request_timeout: float, ready_timeout: float, allow_modules: tuple[str, ...] | None) -> Any:
     from wgc.runtime.http.admission import Capacity
     from wgc.runtime.http.service import ServeOptions
     from wgc.settings import expected_context
@@ -221,7 +224,17 @@ def _http_options(fake: bool, api_key: str | None, max_running: int | None, max_
         running = max_running or 8
         capacity = Capacity(running, 2 * running if max_queued is None else max_queued)
     return ServeOptions(fake=fake, api_key=api_key or None, capacity=capacity, request_timeout=request_timeout,
-                        ready_timeout=ready_timeout, expected_context=expected_context())
+                        ready_timeout=ready_timeout, expected_context=expected_context(), allow_modules=allow_modules)
+
+
+def _module_prefixes(given: tuple[str, ...]) -> tuple[str, ...] | None:
+    """--allow-module-prefix values (None when there are none: the plan's default applies)."""
+    from wgc.runtime.process.modules import is_module_prefix
+
+    bad = next((p for p in given if not is_module_prefix(p)), None)
+    if bad is not None:
+        raise ValueError(f"--allow-module-prefix {bad!r}: expected a dotted module name such as mypkg.models")
+    return given or None
 
 
 async def _until_signal(work: Any) -> int:
@@ -268,9 +281,14 @@ async def _until_signal(work: Any) -> int:
               help="With --serve: requests waiting for a slot before 429 (default: twice --max-running).")
 @click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
               help="With --serve: seconds a request may take, queueing included, before it is cancelled.")
+@click.option("--allow-module-prefix", "allow_modules", multiple=True, metavar="PREFIX",
+              help="Import component classes only from modules under PREFIX (repeatable; default: wgc.models and "
+                   "the placement's [serve] allow_modules). A plan naming any other module is refused before "
+                   "anything is imported.")
 def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str | None, ready_timeout: float,
         serve_at: str | None,
-        api_key: str | None, max_running: int | None, max_queued: int | None, request_timeout: float) -> None:
+        api_key: str | None, max_running: int | None, max_queued: int | None, request_timeout: float,
+        allow_modules: tuple[str, ...]) -> None:
     """Start a coordinator and one worker process per rank; run requests; print their events as NDJSON."""
     import asyncio  # here, not at the top: `wgc check` imports this module and must start fast
 
@@ -280,6 +298,7 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str |
     from_stdin = "-" in requests
     try:
         docs = [parse_request(text, f"--request {i}") for i, text in enumerate(requests, 1) if text != "-"]
+        prefixes = _module_prefixes(allow_modules)
         if serve_at is not None and requests:
             raise ValueError("--serve and --request do not go together: send requests over HTTP")
         if output_dir is not None and not requests:
@@ -295,12 +314,12 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str |
             from wgc.runtime.http.server import Address
 
             address = Address.parse(serve_at)
-            options = _http_options(fake, api_key, max_running, max_queued, request_timeout, ready_timeout)
+            options = _http_options(fake, api_key, max_running, max_queued, request_timeout, ready_timeout, prefixes)
     except ValueError as err:
         click.echo(f"wgc: {err}", err=True)
         sys.exit(EXIT_USAGE)
     try:
-        work = _serve(plan_file, fake, docs, from_stdin, ready_timeout, output_dir) if serve_at is None else \
+        work = _serve(plan_file, fake, docs, from_stdin, ready_timeout, output_dir, prefixes) if serve_at is None else \
             _serve_http(plan_file, address, options)
         status = asyncio.run(_until_signal(work))
     except PlanFileError as err:

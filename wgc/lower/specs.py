@@ -133,4 +133,6 @@ def setting_rows(program: ast.Program, placement: Placement) -> list[Setting]:
         rows.append(Setting(f"stream.{s.name}.capacity", capacity_of(placement, s), source))
     rows.append(Setting("cluster.ranks", placement.cluster.ranks, "placement"))
     rows.append(Setting("cluster.device", placement.cluster.device, "placement"))
+    if placement.serve.allow_modules:  # read by `wgc run` (runtime/process/modules.py)
+        rows.append(Setting("serve.allow_modules", ",".join(placement.serve.allow_modules), "placement"))
     return sorted(rows, key=lambda r: r.key)

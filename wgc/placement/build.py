@@ -12,7 +12,7 @@ from wgc.placement.document import Node
 from wgc.placement.facts import ProgramFacts
 from wgc.placement.fields import Ctx
 from wgc.placement.keys import TOP, read_table
-from wgc.placement.schema import Placement
+from wgc.placement.schema import Placement, Serve
 
 
 def build_placement(root: Node, facts: ProgramFacts, file: str, sources: tuple[str, ...], ctx: Ctx) -> Placement | None:
@@ -33,7 +33,9 @@ def build_placement(root: Node, facts: ProgramFacts, file: str, sources: tuple[s
     streams = build_streams(top, facts, ctx)
     transport = build_transport(top.table("transport"), cluster, ctx)
     ordered = tuple(comps[name] for name in facts.components if name in comps)
-    return Placement(file, sources, model, cluster, ordered, walks, streams, transport)
+    serve = top.table("serve")
+    modules = serve.get("allow_modules", ()) if serve is not None else ()
+    return Placement(file, sources, model, cluster, ordered, walks, streams, transport, Serve(tuple(modules)))
 
 
 def _norm(name: str) -> str:

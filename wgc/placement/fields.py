@@ -122,6 +122,23 @@ def int_list(lo: int = 1) -> Reader:
     return read
 
 
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def module_list(node: Node, ctx: Ctx) -> tuple[str, ...] | None:
+    """An array of module prefixes: dotted Python names such as `"mypkg.models"`."""
+    if not node.is_array:
+        return _wrong(node, ctx, 'an array of module names such as ["mypkg.models"]')
+    out = []
+    for n in node.elements():
+        if not (isinstance(n.value, str) and _MODULE.fullmatch(n.value)):
+            shown = repr(n.value) if isinstance(n.value, str) else kind_of(n.value)
+            ctx.error("P003", f"a module prefix is a dotted Python name such as \"mypkg.models\", found {shown}", n.span)
+            return None
+        out.append(n.value)
+    return tuple(out)
+
+
 _RANGE = re.compile(r"\s*([0-9]+)\s*-\s*([0-9]+)\s*")
 
 

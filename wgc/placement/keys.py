@@ -21,6 +21,7 @@ from wgc.placement.fields import (
     int_list,
     integer,
     kind_of,
+    module_list,
     number,
     rank_set,
     size,
@@ -215,6 +216,10 @@ TRANSPORT: Spec = {
     "port": Key(integer(1, 65535)),
 }
 
+SERVE: Spec = {
+    "allow_modules": Key(module_list),  # module prefixes `wgc run` may import component classes from
+}
+
 # The top level. `extends` is consumed by `extends.py` before the schema is applied; `cluster`
 # is read on its own first (rank sets elsewhere are checked against its `ranks`).
 TOP: Spec = {
@@ -225,4 +230,5 @@ TOP: Spec = {
     "walks": Key(map_of(table(WALK))),
     "streams": Key(map_of(table(STREAM))),
     "transport": Key(table(TRANSPORT)),
+    "serve": Key(table(SERVE)),
 }

@@ -101,6 +101,13 @@ class Transport:
 
 
 @dataclass(frozen=True)
+class Serve:
+    """`[serve]`: how `wgc run` serves the plan."""
+
+    allow_modules: tuple[str, ...] = ()  # module prefixes component classes may come from, beside wgc.models
+
+
+@dataclass(frozen=True)
 class Placement:
     file: str
     sources: tuple[str, ...]  # every file read, bases first
@@ -110,6 +117,7 @@ class Placement:
     walks: tuple[WalkPlacement, ...]
     streams: tuple[StreamSettings, ...]
     transport: Transport
+    serve: Serve = Serve()
 
     def component(self, name: str) -> ComponentPlacement | None:
         return next((c for c in self.components if c.name == name), None)
