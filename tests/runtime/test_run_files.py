@@ -63,7 +63,7 @@ def test_a_fake_bagel_image_is_a_png_of_the_requested_size(tmp_path: Path) -> No
 def test_several_requests_write_text_audio_image_and_npy_each_in_its_directory(tmp_path: Path) -> None:
     plan = compile_plan(tmp_path, TOY)
     out = tmp_path / "out"
-    done = wgc_run(plan, "-o", str(out),
+    done = wgc_run(plan, "-o", str(out), "--allow-module-prefix", "tests",  # the toy's components: tests.http.toys
                    "--request", json.dumps({"parts": [{"kind": "text", "payload": "héllo"}],
                                             "outputs": ["text", "audio"]}),
                    "--request", json.dumps({"task": "act", "outputs": ["action", "tensor"]}),
