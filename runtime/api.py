@@ -78,14 +78,17 @@ class HealthReport:
 class StartupLine:
     t: float  # time.time() when the coordinator received it
     rank: int
-    line: str
+    line: str  # "" when it only moves its phase on
+    phase: str = ""  # load, warm or capture (runtime/worker/startup.py's Step); "" outside the count
+    done: int = 0  # of `total` in the phase, on this rank
+    total: int = 0
 
 
 class Runtime:
     """A plan served by a coordinator (this process, on the event loop) and one worker process per rank."""
 
     def __init__(self, plan: Plan, plan_path: str, run_dir: str, fake: bool,
-                 on_progress: Callable[[str], None] | None = None, allow_modules: Sequence[str] = ()) -> None:
+                 on_progress: Callable[[StartupLine], None] | None = None, allow_modules: Sequence[str] = ()) -> None:
         self.plan = plan
         self.fake = fake
         self._run_dir = run_dir
@@ -101,12 +104,13 @@ class Runtime:
 
     @classmethod
     async def start(cls, plan: str | os.PathLike[str] | Plan, fake: bool = False, ready_timeout: float = 60.0,
-                    on_progress: Callable[[str], None] | None = None,
+                    on_progress: Callable[[StartupLine], None] | None = None,
                     allow_modules: Sequence[str] | None = None) -> Runtime:
         """Load the plan (PlanFileError for a bad file), start every rank, wait until all are ready:
         components loaded and CUDA graphs captured (StartError naming the rank otherwise).
         `ready_timeout` bounds a silence, not the whole start-up: it runs from the last start-up line
-        any rank sent. `on_progress` gets each start-up line of every rank as it comes.
+        any rank sent. `on_progress` gets each start-up line of every rank as it comes, with where the rank
+        stands in its phase (wgc/cli/progress.py draws bars of them).
         `allow_modules`: the module prefixes component classes may come from (default: wgc.models and
         the placement's [serve] allow_modules); a class outside them is ModuleRefused before any
         process starts or anything is imported (process/modules.py)."""
@@ -185,11 +189,14 @@ class Runtime:
         self._supervisor.mark_ready(msg.rank)
 
     def _on_progress(self, msg: Progress) -> None:
-        self.startup_log.append(StartupLine(time.time(), msg.rank, msg.line))
-        self._supervisor.saw_progress(msg.rank, msg.line)
-        log.debug("%s", msg.line)  # the worker itself writes the line to its stderr
+        entry = StartupLine(time.time(), msg.rank, msg.line, msg.phase, msg.done, msg.total)
+        if msg.line:
+            self.startup_log.append(entry)
+            self._supervisor.saw_progress(msg.rank, msg.line)
+            if self._on_line is None:
+                log.info("%s", msg.line)  # nobody shows it (`wgc run` does): the log has it
         if self._on_line is not None:
-            self._on_line(msg.line)
+            self._on_line(entry)
 
     # ---- health and shutdown ---------------------------------------------------------------
 

@@ -53,15 +53,17 @@ class LocalCluster:
         self.captures: dict[int, list[EntryCapture]] = {}
         for rank in plan.ranks:
             r = rank.rank
-            started = start_rank(plan, r, lambda spec, r=r: factory(spec, r), lambda line, r=r: self._progress(r, line))
+            started = start_rank(plan, r, lambda spec, r=r: factory(spec, r),
+                                 lambda line, step=None, r=r: self._progress(r, line))
             self.captures[r] = started.captures
             self.executors.append(Executor(plan, r, started.components, self._send, Options(fake_inputs=fake_inputs)))
         self.ready_at = time.time()
         self.delivered = 0
 
     def _progress(self, rank: int, line: str) -> None:
-        self.startup_log.append((time.time(), rank, line))
-        log.info("%s", line)
+        if line:  # "" only moves a phase on (startup.Step): nothing to log
+            self.startup_log.append((time.time(), rank, line))
+            log.info("%s", line)
 
     def _send(self, destination: int, msg: Message) -> None:
         if self.codec is not None:

@@ -190,10 +190,14 @@ class Health(Struct, tag="health", frozen=True):
 
 
 class Progress(Struct, tag="progress", frozen=True):
-    """One start-up line of a rank (loading, capturing CUDA graphs), sent before its Ready."""
+    """One start-up line of a rank (loading, capturing CUDA graphs), sent before its Ready; with a
+    phase, where the rank stands in it (`done` of `total`: runtime/worker/startup.py's Step)."""
 
     rank: int
-    line: str
+    line: str  # "" when the message only moves the phase on
+    phase: str = ""  # load, warm or capture; "" for a line outside the count
+    done: int = 0
+    total: int = 0
 
 
 class Ready(Struct, tag="ready", frozen=True):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+from wgc.runtime.api import StartupLine
 from wgc.runtime.http.app import build_app
 from wgc.runtime.http.service import ServeOptions, Service
 
@@ -69,9 +70,10 @@ def bind(address: Address) -> socket.socket:
     return sock
 
 
-async def serve(plan: Plan, address: Address, options: ServeOptions,
-                on_ready: Callable[[dict[str, Any]], None]) -> None:
-    """Serve until cancelled. OSError when the address cannot be bound; StartError when a rank fails."""
+async def serve(plan: Plan, address: Address, options: ServeOptions, on_ready: Callable[[dict[str, Any]], None],
+                on_progress: Callable[[StartupLine], None] | None = None) -> None:
+    """Serve until cancelled. OSError when the address cannot be bound; StartError when a rank fails.
+    `on_progress` gets the ranks' start-up lines (Runtime.start)."""
     sock = bind(address)
     service = Service(plan, options)
     config = uvicorn.Config(build_app(service), log_config=None, access_log=False, lifespan="off",
@@ -79,7 +81,7 @@ async def serve(plan: Plan, address: Address, options: ServeOptions,
     server = _Server(config)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]), name="wgc-http")
     try:
-        runtime = await service.start()
+        runtime = await service.start(on_progress)
         port = sock.getsockname()[1]
         ranks = [{"rank": r.rank, "pid": runtime.pids[r.rank], "device": r.device} for r in plan.ranks]
         on_ready({"event": "ready", "model": plan.model, "fake": options.fake, "url": address.url(port),

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from wgc.runtime.api import HealthReport, RankDownError, RequestError, Runtime, request_spec
+from wgc.runtime.api import HealthReport, RankDownError, RequestError, Runtime, StartupLine, request_spec
 from wgc.runtime.coordinator.request import resolve_params
 from wgc.runtime.http import capacity as sizing
 from wgc.runtime.http import plan_schemas
@@ -81,9 +81,9 @@ class Service:
     def capacity(self) -> Capacity:
         return self.sizing.capacity
 
-    async def start(self) -> Runtime:
+    async def start(self, on_progress: Callable[[StartupLine], None] | None = None) -> Runtime:
         self.runtime = await Runtime.start(self.plan, fake=self.options.fake, ready_timeout=self.options.ready_timeout,
-                                           allow_modules=self.options.allow_modules)
+                                           allow_modules=self.options.allow_modules, on_progress=on_progress)
         self.observe(await self.runtime.health(timeout=SIZING_TIMEOUT))
         self.state = "ready"
         return self.runtime

@@ -12,7 +12,6 @@ before running batches requests that arrive together (continuous batching).
 
 from __future__ import annotations
 
-import logging
 import os
 from collections import deque
 
@@ -25,12 +24,11 @@ from wgc.runtime.process import wire
 from wgc.runtime.process.endpoints import Endpoints
 from wgc.runtime.process.gate import InitGate
 from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
-from wgc.runtime.worker.startup import Make, start_rank
+from wgc.runtime.worker.startup import Make, Step, start_rank
 
 from wgc.plan.model import ComponentSpec, Plan
 
 _BATCH = 512  # messages taken per round at most, so a flood of messages cannot starve the executor
-log = logging.getLogger("wgc.runtime.startup")
 
 
 def component_maker(plan: Plan, rank: int, fake: bool) -> Make:
@@ -66,9 +64,10 @@ class Worker:
         self.executor = Executor(plan, rank, started.components, self.send, Options(fake_inputs=fake))
         self.gate = InitGate(self.executor)
 
-    def progress(self, line: str) -> None:
-        log.info("%s", line)
-        self.send(COORDINATOR, Progress(self.rank, line))
+    def progress(self, line: str, step: Step | None = None) -> None:
+        """To the coordinator, which shows it (`wgc run`: plain lines, or bars on a terminal)."""
+        phase, done, total = (step.phase, step.done, step.total) if step is not None else ("", 0, 0)
+        self.send(COORDINATOR, Progress(self.rank, line, phase, done, total))
 
     def send(self, destination: int, msg: Message) -> None:
         if destination == self.rank:

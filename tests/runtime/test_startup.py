@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wgc.runtime.api import Runtime
+from wgc.runtime.api import Runtime, StartupLine
 from wgc.runtime.coordinator.request import RequestSpec
 
 from tests.runtime.cluster import ToyCluster, compile_text
@@ -132,7 +132,7 @@ def test_worker_processes_report_ready_after_capture_with_progress_and_health(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the workers import tests.runtime.toys
     plan = toy_plan(tmp_path)
-    seen: list[str] = []
+    seen: list[StartupLine] = []
 
     async def body() -> tuple[Any, ...]:
         async with await Runtime.start(plan, on_progress=seen.append, allow_modules=["tests.runtime"]) as runtime:
@@ -142,7 +142,14 @@ def test_worker_processes_report_ready_after_capture_with_progress_and_health(
 
     ready_at, log, captures, health, out = run(body())
     lines = [entry.line for entry in log]
-    assert seen == lines
+    assert [entry.line for entry in seen if entry.line] == lines
+    # each phase's count (startup.Step), per rank: it only moves forward and ends complete
+    last = {(e.rank, e.phase): (e.done, e.total) for e in seen if e.phase}
+    assert last == {(0, "load"): (1, 1), (0, "warm"): (1, 1), (0, "capture"): (6, 6),  # 2 entries x 3 buckets
+                    (1, "load"): (1, 1), (1, "warm"): (1, 1), (1, "capture"): (3, 3)}
+    for key in last:
+        done = [e.done for e in seen if (e.rank, e.phase) == key]
+        assert done == sorted(done), key
     # (a) rank 0 captured its two specs, each once, with the plan's buckets
     toy_lines = sorted(line for line in lines if "ended at" in line)
     assert [re.sub(r" ended at .*", "", line) for line in toy_lines] == [

@@ -173,9 +173,16 @@ def _stdin_lines() -> asyncio.Queue[str | None]:
 
 async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_stdin: bool, timeout: float,
                  output_dir: str | None = None, allow_modules: tuple[str, ...] | None = None) -> int:
+    from wgc.cli.progress import StartupView
     from wgc.runtime.api import Runtime
 
-    async with await Runtime.start(plan_file, fake=fake, ready_timeout=timeout, allow_modules=allow_modules) as runtime:
+    view = StartupView()  # the ranks' start-up on stderr: bars on a terminal, lines otherwise
+    try:
+        started = await Runtime.start(plan_file, fake=fake, ready_timeout=timeout, allow_modules=allow_modules,
+                                      on_progress=view)
+    finally:
+        view.close()
+    async with started as runtime:
         files = None
         if output_dir is None:
             pids = runtime.pids
@@ -202,6 +209,7 @@ async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_st
 
 
 async def _serve_http(plan_file: str, address: Any, options: Any) -> int:
+    from wgc.cli.progress import StartupView
     from wgc.plan.file import load_plan
     from wgc.runtime.http.server import serve
     from wgc.runtime.process.modules import allowed_prefixes, check_components
@@ -209,7 +217,16 @@ async def _serve_http(plan_file: str, address: Any, options: Any) -> int:
     _, plan = load_plan(plan_file)
     if not options.fake:  # before the frontend imports the model's hooks (tokenizer, sample rate)
         check_components(plan, allowed_prefixes(plan, options.allow_modules))
-    await serve(plan, address, options, _json_line)
+    view = StartupView()
+
+    def ready(line: dict[str, Any]) -> None:
+        view.close()  # the bars end before the ready line
+        _json_line(line)
+
+    try:
+        await serve(plan, address, options, ready, view)
+    finally:
+        view.close()
     return 0
 
 
