@@ -139,7 +139,7 @@ def test_item_bytes_overrides_the_type(tmp_path: Path) -> None:
 
 def test_an_unbounded_cpu_rank_is_shown_but_not_checked(tmp_path: Path) -> None:
     path = write(tmp_path, "cpu.toml", '[cluster]\ndevice = "cpu"\nranks = 1\n[defaults]\nranks = 0\n'
-                 'engine = { kv_memory = "1MiB" }\n')
+                 'engine = { kv_memory = "8MiB" }\n')
     prog = program(weights="900B")
     loaded, diags = load_placement(path, prog)
     assert loaded is not None, rendered(diags)

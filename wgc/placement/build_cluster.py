@@ -14,6 +14,7 @@ from wgc.placement.tables import (
     GPU_MEMORY_MIB,
     INTER_HOST,
     INTRA_HOST,
+    MAX_GPUS_PER_HOST,
 )
 
 _MIB = 2**20
@@ -32,6 +33,8 @@ def build_cluster(node: Node | None, ctx: Ctx) -> Cluster | None:
     ctx.rank_count = ranks
     memory, memory_span = _memory(f, device, ctx)
     hosts = _hosts(f, ranks, ctx)
+    if device == "cuda":
+        _check_gpus_per_host(hosts, f, ctx)
     gpu = f.str("gpu")
     source = "unbounded" if memory is None else ("cluster.memory" if f.has("memory") else str(gpu))
     return Cluster(device, ranks, gpu, memory, source, hosts, memory_span)
@@ -83,6 +86,19 @@ def _hosts(f: Fields, ranks: int, ctx: Ctx) -> tuple[Host, ...]:
         ctx.error("P019", f"{shown} on no host", node.key,
                   (f"the hosts' rank ranges must cover ranks 0..{ranks - 1}, each once",))
     return tuple(hosts)
+
+
+def _check_gpus_per_host(hosts: tuple[Host, ...], f: Fields, ctx: Ctx) -> None:
+    """A cuda rank is one GPU of its host: no host holds more than MAX_GPUS_PER_HOST."""
+    for h in hosts:
+        if len(h.ranks) > MAX_GPUS_PER_HOST:
+            declared = f.at("hosts") is not None
+            value = f.at("ranks")
+            at = h.span if declared else value.span if value is not None else f.node.key
+            ctx.error("P019", f"host `{h.name}` has {len(h.ranks)} cuda ranks, one GPU each, but a host holds at most "
+                      f"{MAX_GPUS_PER_HOST} GPUs", at,
+                      (f"give each host at most {MAX_GPUS_PER_HOST} ranks" if declared else
+                       f"declare the machines in [[cluster.hosts]], at most {MAX_GPUS_PER_HOST} ranks each",))
 
 
 def build_transport(f: Fields | None, cluster: Cluster, ctx: Ctx) -> Transport:

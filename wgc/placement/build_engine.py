@@ -15,6 +15,7 @@ from wgc.placement.fields import Ctx
 from wgc.placement.keys import Fields
 from wgc.placement.schema import Cluster, Engine
 from wgc.placement.tables import DEFAULT_MAX_BATCH, DEFAULT_PAGE_SIZE, DEFAULT_PREFIX_CACHING, DEFAULT_TOKEN_BUDGET
+from wgc.placement.units import fmt_bytes
 
 T = TypeVar("T")
 
@@ -32,6 +33,12 @@ def check_engine_table(f: Fields, cluster: Cluster, ctx: Ctx) -> None:
         elif cluster.memory is None:
             ctx.error("P018", "kv_memory_fraction on a CPU rank needs cluster.memory (the budget per rank)",
                       at.span, ('set cluster.memory, or size the pool with kv_memory = "256MiB"',))
+    pool, pool_at = f.int("kv_memory"), f.at("kv_memory")
+    if pool is not None and pool_at is not None and cluster.memory is not None and pool > cluster.memory:
+        ctx.error("P018", f"kv_memory {fmt_bytes(pool)} is more than the rank's memory, {fmt_bytes(cluster.memory)} "
+                  f"({cluster.memory_source})", pool_at.span,
+                  ("the KV pool is allocated on each rank that holds the component: lower kv_memory, or use "
+                   "kv_memory_fraction",))
     buckets, bat, max_batch = f.ints("cuda_graph_buckets"), f.at("cuda_graph_buckets"), f.int("max_batch")
     if buckets is not None and max_batch is not None:
         _check_batch("", [f], buckets, max_batch, f.node.key, ctx)

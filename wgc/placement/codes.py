@@ -27,10 +27,10 @@ PLACEMENT_CODES: dict[str, Code] = {
     "P015": Code("pin-outside-component", "a walk or branch pinned to ranks that do not hold whole copies of the component"),
     "P016": Code("component-not-in-walk", "a per-walk placement for a component that walk never calls"),
     "P017": Code("routing-required", "a component with several copies and unpinned calls but no routing policy"),
-    "P018": Code("bad-engine-setting", "engine settings that cannot work (fraction, buckets, max batch, token budget, kv sizing)"),
-    "P019": Code("bad-hosts", "host rank ranges that overlap or do not cover every rank"),
+    "P018": Code("bad-engine-setting", "engine settings that cannot work (fraction, buckets, max batch, token budget, kv sizing, a max batch over the KV pool's pages)"),
+    "P019": Code("bad-hosts", "host rank ranges that overlap or do not cover every rank, or more cuda ranks on a host than it holds GPUs"),
     "P020": Code("bad-transport", "a transport the cluster's device kind cannot use"),
     "P021": Code("bad-stream-setting", "a stream capacity below one chunk, or an item size that cannot be computed"),
     "P022": Code("memory-overflow", "a rank whose weights, KV pool, CUDA-graph pools and buffers exceed its memory"),
-    "P023": Code("kv-pool-too-small", "a KV pool that cannot hold one sequence of the component's max_seq_len"),
+    "P023": Code("kv-pool-too-small", "a KV pool that cannot hold one sequence of the component's max_seq_len, or not one page"),
 }

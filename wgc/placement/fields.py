@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from wgc.diag.diagnostic import Diagnostic, Note
 from wgc.lang.span import Span
 from wgc.placement.document import Node, dotted
-from wgc.placement.units import parse_size
+from wgc.placement.tables import MAX_INTEGER, MAX_RANKS, MAX_SIZE
+from wgc.placement.units import fmt_bytes, parse_size
 
 
 @dataclass
@@ -70,13 +71,17 @@ def choice(options: Mapping[str, object] | tuple[str, ...], what: str) -> Reader
 
 
 def integer(lo: int = 0, hi: int | None = None) -> Reader:
+    """An integer in lo..hi; without `hi`, at most MAX_INTEGER (2**53), so none can overflow."""
     bound = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
+    top = MAX_INTEGER if hi is None else hi
 
     def read(node: Node, ctx: Ctx) -> int | None:
         if type(node.value) is not int:
             return _wrong(node, ctx, f"an integer {bound}")
-        if node.value < lo or (hi is not None and node.value > hi):
-            ctx.error("P003", f"{_key(node)}{node.value} is out of range: expected an integer {bound}", node.span)
+        if node.value < lo or node.value > top:
+            shown = f"{bound} and at most {top:,}" if hi is None and node.value > top else bound
+            ctx.error("P003", f"{_key(node)}{_number(node.value)} is out of range: expected an integer {shown}",
+                      node.span)
             return None
         return node.value
 
@@ -96,21 +101,34 @@ def number(node: Node, ctx: Ctx) -> float | None:
     return _wrong(node, ctx, "a number")
 
 
+def _number(value: int) -> str:
+    """An integer as a message shows it: in full up to 30 digits, else its digit count."""
+    text = str(value)
+    return text if len(text) <= 30 else f"{text[:6]}... ({len(text)} digits)"
+
+
 def size(node: Node, ctx: Ctx) -> int | None:
-    """`"80GiB"`, `"512 MB"`, or a plain integer count of bytes."""
+    """`"80GiB"`, `"512 MB"`, or a plain integer count of bytes; at most MAX_SIZE (64 TiB)."""
     if type(node.value) is int and node.value > 0:
-        return node.value
-    if not isinstance(node.value, str):
+        value = node.value
+    elif not isinstance(node.value, str):
         return _wrong(node, ctx, 'a size such as "80GiB"')
-    value, reason = parse_size(node.value)
-    if value is None or value <= 0:
-        ctx.error("P003", reason or "a size must be more than zero", node.span)
+    else:
+        value, reason = parse_size(node.value)
+        if value is None or value <= 0:
+            ctx.error("P003", reason or "a size must be more than zero", node.span)
+            return None
+    if value > MAX_SIZE:
+        shown = (node.value if len(node.value) <= 30 else f'{node.value[:12]}...{node.value[-6:]}') \
+            if isinstance(node.value, str) else f"{_number(value)} B"
+        ctx.error("P003", f"{_key(node)}{shown} is more than any rank can hold: sizes go up to {fmt_bytes(MAX_SIZE)}",
+                  node.span)
         return None
     return value
 
 
-def int_list(lo: int = 1) -> Reader:
-    element = integer(lo)
+def int_list(lo: int = 1, hi: int | None = None) -> Reader:
+    element = integer(lo, hi)
 
     def read(node: Node, ctx: Ctx) -> tuple[int, ...] | None:
         if not node.is_array:
@@ -153,6 +171,12 @@ def rank_set(node: Node, ctx: Ctx) -> tuple[int, ...] | None:
         lo, hi = int(m.group(1)), int(m.group(2))
         if hi < lo:
             ctx.error("P003", f'empty rank range "{value}": the first rank is above the last', node.span)
+            return None
+        count = MAX_RANKS if ctx.rank_count is None else ctx.rank_count
+        if hi >= count:  # before the range is spelled out: "0-99999999999" would fill memory
+            ctx.error("P012", f'rank range "{value}" is out of range: the cluster has ranks 0..{count - 1}', node.span,
+                      (f"cluster.ranks is {count}" if ctx.rank_count is not None else
+                       f"a cluster has at most {MAX_RANKS} ranks",))
             return None
         ranks = [(r, node) for r in range(lo, hi + 1)]
     else:

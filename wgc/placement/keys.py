@@ -28,7 +28,15 @@ from wgc.placement.fields import (
     string,
     suggest,
 )
-from wgc.placement.tables import DEVICE_KINDS, INTER_HOST, INTRA_HOST, ROUTING_POLICIES
+from wgc.placement.tables import (
+    DEVICE_KINDS,
+    INTER_HOST,
+    INTRA_HOST,
+    MAX_BATCH,
+    MAX_RANKS,
+    MAX_TOKEN_BUDGET,
+    ROUTING_POLICIES,
+)
 
 
 @dataclass(frozen=True)
@@ -166,9 +174,9 @@ ENGINE: Spec = {
     "kv_memory_fraction": Key(number),
     "kv_memory": Key(size),
     "page_size": Key(integer(1)),
-    "cuda_graph_buckets": Key(int_list(1)),
-    "max_batch": Key(integer(1)),
-    "token_budget": Key(integer(1)),
+    "cuda_graph_buckets": Key(int_list(1, MAX_BATCH)),
+    "max_batch": Key(integer(1, MAX_BATCH)),
+    "token_budget": Key(integer(1, MAX_TOKEN_BUDGET)),
     "prefix_caching": Key(boolean),
 }
 
@@ -182,7 +190,7 @@ CLUSTER: Spec = {
     "device": Key(choice(DEVICE_KINDS, "device kind"), required=True),
     "gpu": Key(string),
     "memory": Key(size),
-    "ranks": Key(integer(1), required=True),
+    "ranks": Key(integer(1, MAX_RANKS), required=True),
     "hosts": Key(passthrough),  # read once `ranks` is known
 }
 

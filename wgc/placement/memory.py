@@ -40,6 +40,13 @@ class KvCapacity:
     rank: int
     tokens: int | None  # None: the component does not declare its KV shape
     max_seq_len: int | None
+    pool: int = 0  # bytes
+    page_bytes: int | None = None  # one page of page_size tokens; None: no declared KV shape
+    page_formula: str = ""  # "16 tokens × 112.00 KiB/token"
+
+    @property
+    def pages(self) -> int | None:
+        return None if not self.page_bytes else self.pool // self.page_bytes
 
 
 @dataclass(frozen=True)
@@ -130,12 +137,14 @@ def _kv_pool(comp: ComponentPlacement, f: ComponentFacts, rank: int, memory: int
     else:
         pool, formula = 0, "no KV pool size"
     layers, heads, head_dim = (f.ints.get(k, 0) for k in ("kv_layers", "kv_heads", "head_dim"))
-    tokens = None
+    tokens, page, page_formula = None, None, ""
     if layers > 0 and heads > 0 and head_dim > 0 and pool:
         per_token = 2 * layers * math.ceil(heads / comp.tp) * head_dim * f.dtype_bytes
-        tokens = pool // (e.page_size * per_token) * e.page_size
+        page, page_formula = e.page_size * per_token, f"{e.page_size} tokens × {fmt_bytes(per_token)}/token"
+        tokens = pool // page * e.page_size
         formula += f" → {tokens:,} tokens at {fmt_bytes(per_token)}/token"
-    return MemoryLine("kv pool", comp.name, pool, formula), KvCapacity(comp.name, rank, tokens, f.ints.get("max_seq_len"))
+    capacity = KvCapacity(comp.name, rank, tokens, f.ints.get("max_seq_len"), pool, page, page_formula)
+    return MemoryLine("kv pool", comp.name, pool, formula), capacity
 
 
 def _graphs(comp: ComponentPlacement, f: ComponentFacts) -> MemoryLine:

@@ -53,3 +53,12 @@ DEFAULT_STREAM_CAPACITY = 64
 TOKEN_BYTES = 8  # token ids travel as i64
 
 MAX_EXTENDS_DEPTH = 16
+
+# Hard bounds on placement values, so that no value can make the compiler or a rank exhaust memory
+# or time before a located diagnostic (docs/placement.md, *Bounds*).
+MAX_RANKS = 4096  # ranks in one cluster: one process and one device each
+MAX_GPUS_PER_HOST = 16  # cuda ranks on one host (one GPU each): declare [[cluster.hosts]] beyond
+MAX_BATCH = 65536  # max_batch and CUDA-graph buckets
+MAX_TOKEN_BUDGET = 2**20  # tokens per scheduling round
+MAX_SIZE = 64 * 2**40  # bytes: any size, and what one rank may hold when its memory is not known
+MAX_INTEGER = 2**53  # any other integer (exact as a float and in JSON)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 # Decimal (GB) and binary (GiB) units, as printed on data sheets and by nvidia-smi respectively.
 SIZE_UNITS: dict[str, int] = {
@@ -48,7 +49,7 @@ def parse_size(text: str) -> tuple[int | None, str]:
     if factor is None:
         known = ", ".join(SIZE_UNITS)
         return None, f"unknown size unit `{unit}` (known: {known})"
-    return int(float(number) * factor), ""
+    return int(Fraction(number) * factor), ""  # exact: no float overflow for a number of any length
 
 
 def fmt_bytes(n: float) -> str:

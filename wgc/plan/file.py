@@ -3,7 +3,8 @@
 Deterministic: msgpack with sorted dict keys, no timestamps, names as the caller gave them; the
 same Plan and sources give the same bytes. No pickle. Not a signature: anyone can recompute the
 hashes; "tampered" means the parts disagree although the checksum holds (a body edited and the
-checksum recomputed, the header's body hash left alone).
+checksum recomputed, the header's body hash left alone). A body whose hashes all hold is still
+checked for internal references (check.py): a name or rank that does not exist is "invalid".
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import msgspec
 
 from wgc import __version__
+from wgc.plan.check import first_problem
 from wgc.plan.layout import (
     CHECKSUM_SIZE,
     FORMAT_MAJOR,
@@ -111,6 +113,9 @@ def decode_plan(data: bytes) -> tuple[PlanHeader, Plan]:
     for field in ("model", "source_name", "placement_name"):
         if getattr(plan, field) != getattr(header, field):
             raise PlanFileError("tampered", f"plan file was tampered with: the header and the body disagree on {field}")
+    problem = first_problem(plan)
+    if problem is not None:
+        raise PlanFileError("invalid", f"plan body is invalid: {problem}")
     return header, plan
 
 
