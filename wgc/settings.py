@@ -9,6 +9,8 @@
                          max_seq_len caps it)
     WGC_ORPHEUS_DIR      local Hugging Face directory of Orpheus's language model (unset: tiny preset)
     WGC_SNAC_DIR         local directory of SNAC 24 kHz (unset: tiny random SNAC)
+    WGC_API_KEY          the Bearer key of `wgc run --serve` when neither --api-key-file nor --api-key
+                         is given (unset or empty: none); kept out of the workers' environment
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ def cpu_kv_memory() -> int:
     if size is None:
         raise ValueError(f"WGC_CPU_KV_MEMORY={text!r}: {reason}")
     return size
+
+
+def api_key() -> str | None:
+    """The served API key from WGC_API_KEY (surrounding whitespace dropped); None when unset or empty."""
+    return os.environ.get("WGC_API_KEY", "").strip() or None
 
 
 DEFAULT_EXPECTED_CONTEXT = 2048

@@ -85,8 +85,9 @@ def worker_command(args: Sequence[str]) -> list[str]:
 
 def worker_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The workers' environment: PYTHONPATH without the entries that name the working directory
-    (empty ones, and relative ones, which Python resolves against it)."""
-    env = dict(environ)
+    (empty ones, and relative ones, which Python resolves against it), and no WGC_API_KEY (the
+    frontend's secret: a worker has no use for it)."""
+    env = {k: v for k, v in environ.items() if k != "WGC_API_KEY"}
     path = env.get("PYTHONPATH")
     if path is not None:
         kept = [p for p in path.split(os.pathsep) if p and os.path.isabs(p)]

@@ -4,7 +4,7 @@
                                           "outputs": ["image"]}'
     producer | wgc run bagel.plan --fake --request -          # one JSON request per line on stdin
     wgc run orpheus.plan --request '{"inputs": {"prompt": "Hi"}}' -o out/   # out/audio.wav (run_files.py)
-    wgc run bagel.plan --serve :8000 --api-key KEY            # HTTP (OpenAI-compatible), docs/http.md
+    wgc run bagel.plan --serve :8000 --api-key-file key.txt   # HTTP (OpenAI-compatible), docs/http.md
 
 With --serve, the only line on stdout is {"event": "ready", "url": ..., ...}, written once every rank
 has loaded (port 0 picks a free port: the line has the real one); the server runs until SIGINT or
@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -244,6 +245,33 @@ def _http_options(fake: bool, api_key: str | None, max_running: int | None, max_
                         ready_timeout=ready_timeout, expected_context=expected_context(), allow_modules=allow_modules)
 
 
+def _api_key(given: str | None, key_file: str | None) -> str | None:
+    """The Bearer key: --api-key-file, --api-key (which warns: a command line is visible to every user
+    of the machine) or WGC_API_KEY; None for none. ValueError, one line, for a key that cannot be read."""
+    from wgc.settings import api_key
+
+    if given is not None and key_file is not None:
+        raise ValueError("--api-key and --api-key-file do not go together: give one (the file, preferably)")
+    if key_file is not None:
+        try:
+            lines = Path(key_file).read_text(encoding="utf-8").strip().splitlines()
+        except (OSError, UnicodeDecodeError) as err:
+            why = err.strerror if isinstance(err, OSError) and err.strerror else "not UTF-8 text"
+            raise ValueError(f"--api-key-file {key_file}: cannot read it: {why}") from None
+        if len(lines) > 1:
+            raise ValueError(f"--api-key-file {key_file}: the key is one line, the file has {len(lines)}")
+        if not lines:
+            raise ValueError(f"--api-key-file {key_file}: the file holds no key")
+        return lines[0].strip()
+    if given is not None:
+        if not given:
+            raise ValueError("--api-key: the key is empty")
+        click.echo("wgc: warning: --api-key is visible to other users of this machine (ps, /proc/PID/cmdline); "
+                   "use --api-key-file PATH or WGC_API_KEY", err=True)
+        return given
+    return api_key()
+
+
 def _module_prefixes(given: tuple[str, ...]) -> tuple[str, ...] | None:
     """--allow-module-prefix values (None when there are none: the plan's default applies)."""
     from wgc.runtime.process.modules import is_module_prefix
@@ -290,7 +318,12 @@ async def _until_signal(work: Any) -> int:
 @click.option("--serve", "serve_at", metavar="[HOST]:PORT",
               help="Serve over HTTP (OpenAI-compatible routes, /v1/generate, /health, /metrics). "
                    "Binds 127.0.0.1 unless a host is given.")
-@click.option("--api-key", metavar="KEY", help="With --serve: require `Authorization: Bearer KEY` on /v1/*.")
+@click.option("--api-key-file", metavar="PATH", type=click.Path(dir_okay=False),
+              help="With --serve: require `Authorization: Bearer KEY` on /v1/*, KEY being the one line of PATH "
+                   "(default: WGC_API_KEY, if set).")
+@click.option("--api-key", metavar="KEY",
+              help="With --serve: the key on the command line, where other users can read it (ps): prefer "
+                   "--api-key-file or WGC_API_KEY.")
 @click.option("--max-running", type=click.IntRange(1), metavar="N",
               help="With --serve: requests running at once (default: as many as the KV pools hold at "
                    "WGC_EXPECTED_CONTEXT tokens each, else the plan's smallest max_batch).")
@@ -304,7 +337,8 @@ async def _until_signal(work: Any) -> int:
                    "anything is imported.")
 def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str | None, ready_timeout: float,
         serve_at: str | None,
-        api_key: str | None, max_running: int | None, max_queued: int | None, request_timeout: float,
+        api_key_file: str | None, api_key: str | None, max_running: int | None, max_queued: int | None,
+        request_timeout: float,
         allow_modules: tuple[str, ...]) -> None:
     """Start a coordinator and one worker process per rank; run requests; print their events as NDJSON."""
     import asyncio  # here, not at the top: `wgc check` imports this module and must start fast
@@ -325,13 +359,13 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str |
                 os.makedirs(output_dir, exist_ok=True)
             except OSError as err:
                 raise ValueError(f"-o {output_dir}: {err.strerror or err}") from None
-        if serve_at is None and (api_key or max_running or max_queued is not None):
-            raise ValueError("--api-key, --max-running and --max-queued need --serve")
+        if serve_at is None and (api_key is not None or api_key_file or max_running or max_queued is not None):
+            raise ValueError("--api-key, --api-key-file, --max-running and --max-queued need --serve")
         if serve_at is not None:
             from wgc.runtime.http.server import Address
 
             address = Address.parse(serve_at)
-            options = _http_options(fake, api_key, max_running, max_queued, request_timeout, ready_timeout, prefixes)
+            options = _http_options(fake, _api_key(api_key, api_key_file), max_running, max_queued, request_timeout, ready_timeout, prefixes)
     except ValueError as err:
         click.echo(f"wgc: {err}", err=True)
         sys.exit(EXIT_USAGE)
