@@ -33,4 +33,5 @@
     images.py        POST /v1/images/generations and /v1/images/edits
     generate.py      POST /v1/generate (NDJSON)
     info.py          GET /v1/models, /health, /metrics
+    page.py          GET /: a page of forms for the plan's routes (the files in static/)
 """

@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from wgc.runtime.http import chat, generate, images, info, speech
+from wgc.runtime.http import chat, generate, images, info, page, speech
 from wgc.runtime.http.errors import ApiError, error_body
 from wgc.runtime.http.frontdoor import FrontDoor
 from wgc.runtime.http.openapi import BINARY, ERRORS, NDJSON, SSE, customise, multipart_edit
@@ -41,6 +41,7 @@ def build_app(service: Service) -> FastAPI:
     app.state.service = service
     _handlers(app, service)
     _routes(app, service)
+    page.add_routes(app)
     app.openapi = lambda: customise(app, service)  # type: ignore[method-assign]
     app.add_middleware(FrontDoor, service=service, known=lambda: {r.path for r in app.routes})  # type: ignore[arg-type]
     return app
