@@ -11,6 +11,8 @@
     WGC_SNAC_DIR         local directory of SNAC 24 kHz (unset: tiny random SNAC)
     WGC_API_KEY          the Bearer key of `wgc run --serve` when neither --api-key-file nor --api-key
                          is given (unset or empty: none); kept out of the workers' environment
+    WGC_BAGEL_DIR        local BAGEL-7B-MoT directory (ema.safetensors, ae.safetensors, llm_config.json,
+                         vit_config.json, tokenizer.json) for every BAGEL component (unset: tiny presets)
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ DEFAULT_CPU_KV_MEMORY = "256MiB"
 
 
 def weights_dir(knob: str) -> Path | None:
-    """A model family's local weights directory (WGC_ORPHEUS_DIR, WGC_SNAC_DIR, ...); None when unset."""
+    """A model family's local weights directory (WGC_ORPHEUS_DIR, WGC_BAGEL_DIR, ...); None when unset."""
     value = os.environ.get(knob)
     return Path(value) if value else None
 

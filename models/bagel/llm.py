@@ -28,8 +28,9 @@ component's base seed (`request_seed`). The latent grid (h, w in tokens) is reme
 and in every label's data (it travels with an exported label), since z alone gives only N.
 
 Weights: `self.language_model` holds the checkpoint's `language_model.*` names, `self.adapter` its
-`vae2llm.*`, `llm2vae.*`, `time_embedder.*` and `latent_pos_embed.*`; this module loads none (the
-tiny preset and `config=` get random ones).
+`vae2llm.*`, `llm2vae.*`, `time_embedder.*` and `latent_pos_embed.*`, loaded from a BAGEL directory
+(`weights=`, else WGC_BAGEL_DIR: weights.py) with its tokenizer.json; the tiny preset and `config=`
+get random ones.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -45,6 +47,8 @@ from wgc.models.bagel.config import VISION_END, VISION_START, BagelLLMConfig
 from wgc.models.bagel.latents import TOKEN_DIM, LatentAdapter, initial_noise, latent_grid, latent_ids
 from wgc.models.bagel.mot import MoTLM, init_random
 from wgc.models.bagel.vocab import TokenMap, encode_prompt, tiny_tokenizer
+from wgc.models.bagel.weights import KNOB, Checkpoint
+from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import PARTIAL, Call, CallError
 from wgc.runtime.engines.attention import Mode
 from wgc.runtime.engines.kv_component import KVComponent
@@ -73,24 +77,29 @@ class LanguageModel(KVComponent):
     chunked_entries = frozenset({"prefill_text"})
     read_only_entries = frozenset({"velocity"})
 
-    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, preset: str | None = None,
-                 config: BagelLLMConfig | None = None, seed: int | None = None,
+    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
+                 preset: str | None = None, config: BagelLLMConfig | None = None, seed: int | None = None,
                  plan_ahead: bool | None = None) -> None:
-        """Random weights for `config`, else `preset` (default tiny); `seed` the base of every
-        request's seeds (and of the random weights)."""
+        """Weights from `weights` (a BAGEL directory), else random ones for `config` or `preset`, else
+        from WGC_BAGEL_DIR, else the tiny preset's; `seed` the base of every request's seeds (and of
+        the random weights)."""
         super().__init__(spec, rank, device)
         if spec.tp > 1:
             raise ValueError(f"bagel {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented")
         self.torch_device = torch.device(device)
-        self.config = c = config if config is not None else BagelLLMConfig.preset(preset or "tiny")
+        directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
+        checkpoint = None if directory is None else Checkpoint(directory)
+        if checkpoint is not None:
+            self.config = c = checkpoint.llm_config
+        else:
+            self.config = c = config if config is not None else BagelLLMConfig.preset(preset or "tiny")
         self.dtype = self._dtype()
-        self.language_model = MoTLM(c)
-        self.adapter = LatentAdapter(c.hidden, c.latent_grid, TOKEN_DIM, c.timestep_features)
-        init_random(self.language_model, seed or 0)
-        init_random(self.adapter, (seed or 0) + 1)
-        self.language_model.to(self.torch_device, self.dtype).eval()
-        self.adapter.to(self.torch_device, self.dtype).eval()
-        self.tokenizer = tiny_tokenizer()
+        if checkpoint is not None:
+            self.language_model = checkpoint.language_model(self.torch_device, self.dtype)
+            self.adapter = checkpoint.adapter(self.torch_device, self.dtype)
+            self.tokenizer = checkpoint.tokenizer()
+        else:
+            self._random_weights(seed or 0)
         self.map = TokenMap(c.vocab_kind)
         self.seed = seed
         geometry = Geometry(c.layers, c.heads, c.kv_heads, c.head_dim, c.max_positions, self.dtype)
@@ -98,14 +107,29 @@ class LanguageModel(KVComponent):
         self._prompts: dict[tuple[int, str], list[int]] = {}  # a chunked prefill's model ids, until its last chunk
         self._latent_hw: dict[int, tuple[int, int]] = {}  # request -> latent grid (h, w) in tokens
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
-        self.source = f"{c.name} {'config' if config is not None else 'preset'}, random weights"
+        random = f"{c.name} {'config' if config is not None else 'preset'}, random weights"
+        self.source = random if directory is None else str(directory)
+        announce("bagel", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._where())
+
+    def _random_weights(self, seed: int) -> None:
+        c = self.config
+        self.language_model = MoTLM(c)
+        self.adapter = LatentAdapter(c.hidden, c.latent_grid, TOKEN_DIM, c.timestep_features)
+        init_random(self.language_model, seed)
+        init_random(self.adapter, seed + 1)
+        self.language_model.to(self.torch_device, self.dtype).eval()
+        self.adapter.to(self.torch_device, self.dtype).eval()
+        self.tokenizer = tiny_tokenizer()
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> LanguageModel:
         return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
-        return f"{self.source}; {self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
+        return f"{self.source}; {self._where()}"
+
+    def _where(self) -> str:
+        return f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
 
     def _dtype(self) -> torch.dtype:
         if self.torch_device.type != "cuda" or self.config.vocab_kind == "compact":

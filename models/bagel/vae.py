@@ -15,8 +15,9 @@ runtime/http/media.py decodes an image to (uint8 [H, W, 3]).
 The FLUX configuration in diffusers' terms: latent_channels 16, block_out_channels ch * mult, one
 DownEncoderBlock2D / UpDecoderBlock2D per mult, no quant / post-quant convs, scaling 0.3611 and
 shift 0.1159. Each component keeps only its own half (the other is dropped after construction).
-Real weights are BFL's `ae.safetensors`: `load_bfl_state` maps them with diffusers' own
-`convert_ldm_vae_checkpoint` and checks that every tensor is used and every parameter filled.
+Real weights are BFL's `ae.safetensors` (`weights=` or WGC_BAGEL_DIR, a BAGEL directory: weights.py):
+vae_bfl.py maps BFL's names with diffusers' own `convert_ldm_vae_checkpoint` and checks that every
+tensor is used and every parameter filled; `load_bfl` takes such tensors from memory.
 
 The encoder's LLM-side adapter (`vae2llm`, `time_embedder`, `latent_pos_embed`) lives in BAGEL's
 `ema.safetensors` beside the LLM's; the encoder holds its own `LatentAdapter`, which a loader fills
@@ -30,13 +31,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from wgc.models.bagel.latents import DOWNSAMPLE, LATENT_CHANNELS, LatentAdapter, latent_ids, patchify, unpatchify
+from wgc.models.bagel.vae_bfl import load_bfl_state as load_bfl_state  # with the BFL names
 from wgc.models.bagel.vae_transform import ResizeRule, vae_pixels
-from wgc.models.orpheus.weights import WeightsError
+from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
@@ -96,31 +99,6 @@ def build_vae(config: VaeConfig, seed: int = 0, keep: tuple[str, ...] = ("encode
     return vae.eval()
 
 
-def load_bfl_state(vae: nn.Module, state: Mapping[str, Tensor]) -> None:
-    """Load BFL-named FLUX VAE tensors (`ae.safetensors`: encoder.down.0.block.0.norm1.weight, ...)
-    into `vae`, converted by diffusers' `convert_ldm_vae_checkpoint` (which also turns the 1x1
-    attention convs into linears). The half `vae` lacks (None) is skipped; otherwise every tensor
-    must be used and every parameter filled with its shape, or WeightsError names the first few."""
-    from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
-
-    converted = convert_ldm_vae_checkpoint(dict(state), vae.config)
-    used = {t.data_ptr() for t in converted.values()}  # converted views share their source's storage
-    _refuse("unrecognised BFL VAE", [k for k, t in state.items() if t.data_ptr() not in used])
-    kept = {k: t for k, t in converted.items() if getattr(vae, k.split(".", 1)[0], None) is not None}
-    own = vae.state_dict()
-    _refuse("missing VAE", sorted(own.keys() - kept.keys()))
-    _refuse("unexpected VAE", sorted(kept.keys() - own.keys()))
-    _refuse("wrongly shaped VAE", [f"{k} {list(t.shape)} (expected {list(own[k].shape)})"
-                                   for k, t in kept.items() if t.shape != own[k].shape])
-    vae.load_state_dict(kept, strict=True)
-
-
-def _refuse(kind: str, names: list[str]) -> None:
-    if names:
-        more = f" (and {len(names) - 3} more)" if len(names) > 3 else ""
-        raise WeightsError(f"{kind} tensor {', '.join(names[:3])}{more}")
-
-
 def encode_latents(vae: nn.Module, x: Tensor, config: VaeConfig) -> Tensor:
     """x [B, 3, H, W] in [-1, 1] -> (mean - shift) * scale [B, 16, H/8, W/8].
 
@@ -151,19 +129,37 @@ class _Vae(Component):
 
     half = ""
 
-    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, preset: str = "tiny",
-                 config: VaeConfig | None = None, seed: int = 0) -> None:
+    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
+                 preset: str | None = None, config: VaeConfig | None = None, seed: int = 0) -> None:
+        """Weights from `weights` (a BAGEL directory: ae.safetensors, and ema.safetensors for the
+        encoder's adapter), else random ones for `config` or `preset`, else from WGC_BAGEL_DIR, else
+        the tiny preset's."""
+        from wgc.models.bagel.weights import KNOB, Checkpoint  # weights.py builds this module's classes
+
         super().__init__(spec, rank, device)
-        if config is None and preset not in PRESETS:
-            raise ValueError(f"unknown BAGEL VAE preset {preset!r} (known: {', '.join(PRESETS)})")
-        self.config = config if config is not None else PRESETS[preset]
         self.torch_device = torch.device(device)
         cuda = self.torch_device.type == "cuda"
         self.dtype = _DTYPES.get(str(spec.attrs.get("dtype", "bf16")), torch.bfloat16) if cuda else torch.float32
-        # nn.Module.to: diffusers' own `to` warns about fp32-only modules whenever a dtype is given,
-        # even when it lists none (AutoencoderKL has none)
-        self.vae = nn.Module.to(build_vae(self.config, seed, keep=(self.half,)), self.torch_device, self.dtype)
-        self.source = f"{preset if config is None else 'custom'} config, random weights"
+        directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
+        checkpoint = None if directory is None else Checkpoint(directory)
+        if checkpoint is not None:
+            self.config = checkpoint.vae_config
+            self.vae = checkpoint.vae(self.half, self.torch_device, self.dtype)
+            self.source = str(directory)
+        else:
+            preset = preset or "tiny"
+            if config is None and preset not in PRESETS:
+                raise ValueError(f"unknown BAGEL VAE preset {preset!r} (known: {', '.join(PRESETS)})")
+            self.config = config if config is not None else PRESETS[preset]
+            # nn.Module.to: diffusers' own `to` warns about fp32-only modules whenever a dtype is given,
+            # even when it lists none (AutoencoderKL has none)
+            self.vae = nn.Module.to(build_vae(self.config, seed, keep=(self.half,)), self.torch_device, self.dtype)
+            self.source = f"{preset if config is None else 'custom'} config, random weights"
+        self._own_weights(checkpoint, seed)
+        announce("bagel", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._what())
+
+    def _own_weights(self, checkpoint: Any, seed: int) -> None:
+        """What a half holds beside the VAE (the encoder: its adapter), from `checkpoint` or `seed`."""
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> _Vae:
@@ -175,9 +171,12 @@ class _Vae(Component):
         self.source = source
 
     def describe(self) -> str:
+        return f"{self.source}; {self._what()}"
+
+    def _what(self) -> str:
         params = sum(p.numel() for p in self.weights())
         c = self.config
-        return (f"{self.source}; FLUX VAE {self.half}, ch {c.ch} x {c.ch_mult}, {params / 1e6:.1f}M params, "
+        return (f"FLUX VAE {self.half}, ch {c.ch} x {c.ch_mult}, {params / 1e6:.1f}M params, "
                 f"{str(self.dtype).removeprefix('torch.')} on {self.device}")
 
     def weights(self) -> list[nn.Parameter]:
@@ -189,12 +188,16 @@ class VaeEncoder(_Vae):
 
     half = "encoder"
 
-    def __init__(self, spec: ComponentSpec, rank: int, device: str, **kwargs: Any) -> None:
-        super().__init__(spec, rank, device, **kwargs)
+    def _own_weights(self, checkpoint: Any, seed: int) -> None:
+        """The adapter: ema.safetensors' vae2llm, time_embedder, latent_pos_embed (and llm2vae, unused
+        here), the LLM's own tensors; random ones from `seed` without a checkpoint."""
+        if checkpoint is not None:
+            self.adapter = checkpoint.adapter(self.torch_device, self.dtype)
+            return
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(kwargs.get("seed", 0) + 1)
+            torch.manual_seed(seed + 1)
             adapter = LatentAdapter(self.config.llm_hidden, self.config.latent_grid)
-        self.adapter = adapter.to(self.torch_device, self.dtype).eval()  # filled from ema.safetensors by a loader
+        self.adapter = adapter.to(self.torch_device, self.dtype).eval()
 
     def weights(self) -> list[nn.Parameter]:
         return [*self.vae.parameters(), *self.adapter.parameters()]

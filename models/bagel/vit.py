@@ -20,13 +20,15 @@ Parameter names are the checkpoint's (`ema.safetensors`, models-wave2.md §1.9) 
 dropped: `vision_model.embeddings.patch_embedding` (a Linear [1152, 588], as BAGEL converts the
 Conv2d before loading), `vision_model.embeddings.position_embedding`, `vision_model.encoder.layers.{i}.*`,
 `vision_model.post_layernorm`, `connector.fc1/fc2`, `vit_pos_embed.pos_embed`. The checkpoint holds
-27 encoder layers and BAGEL runs 26 (`app.py` drops the last): a loader skips layer 26.
+27 encoder layers and BAGEL runs 26 (`app.py` drops the last): the loader (weights.py, given
+`weights=` or WGC_BAGEL_DIR) skips layer 26.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,6 +38,7 @@ from wgc.models.bagel.latents import PositionTable
 from wgc.models.bagel.resize import ResizeRule
 from wgc.models.bagel.vae import VAE_7B, VAE_TINY
 from wgc.models.bagel.vit_transform import Resize, check_image, prepare
+from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import Call, CallError, Component
 from wgc.runtime.engines.attention import dense_attention
 
@@ -210,25 +213,40 @@ _DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 class VitEncoder(Component):
     """Stateless: encode(img: image) -> tensor [N, llm_hidden], N the image's patches after the resize."""
 
-    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, preset: str = "tiny", seed: int = 0) -> None:
+    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
+                 preset: str | None = None, seed: int = 0) -> None:
+        """Weights from `weights` (a BAGEL directory), else random ones for `preset`, else from
+        WGC_BAGEL_DIR, else the tiny preset's."""
+        from wgc.models.bagel.weights import KNOB, Checkpoint  # weights.py builds this module's classes
+
         super().__init__(spec, rank, device)
-        self.config = VitConfig.preset(preset)
         self.torch_device = torch.device(device)
         # float32 off CUDA: CPU bf16 matmuls are slow, and the tiny preset is for exact tests
         cuda = self.torch_device.type == "cuda"
         self.dtype = _DTYPES.get(str(spec.attrs.get("dtype", "bf16")), torch.bfloat16) if cuda else torch.float32
-        self.model = random_vit(self.config, seed, self.torch_device).to(self.dtype).eval()
-        self.source = f"{preset} preset, random weights (seed {seed})"
+        directory, fallback = choose(weights, preset is not None, KNOB)
+        if directory is not None:
+            checkpoint = Checkpoint(directory)
+            self.config = checkpoint.vit_config
+            self.model = checkpoint.vit(self.torch_device, self.dtype)
+            self.source = str(directory)
+        else:
+            self.config = VitConfig.preset(preset or "tiny")
+            self.model = random_vit(self.config, seed, self.torch_device).to(self.dtype).eval()
+            self.source = f"{preset or 'tiny'} preset, random weights (seed {seed})"
         self.stats = {"images": 0, "tokens": 0, "forwards": 0}
+        announce("bagel", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._what())
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> VitEncoder:
         return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
+        return f"{self.source}; {self._what()}"
+
+    def _what(self) -> str:
         c = self.config
-        return (f"{self.source}; SigLIP {c.layers} layers x {c.hidden}, {c.grid}x{c.grid} patches of {c.patch} px, "
-                f"into {c.llm_hidden} on {self.device}")
+        return f"SigLIP {c.layers} layers x {c.hidden}, {c.grid}x{c.grid} patches of {c.patch} px, into {c.llm_hidden} on {self.device}"
 
     def encode(self, calls: list[Call]) -> list[Tensor]:
         items = []

@@ -35,9 +35,8 @@ from typing import Any
 import torch
 from snac import SNAC
 from torch import Tensor, nn
-from wgc.models.orpheus import knobs
 from wgc.models.orpheus.config import AUDIO_BASE, CODEBOOK, FRAME
-from wgc.models.orpheus.weights import WeightsError, one_line
+from wgc.models.weights_io import WeightsError, announce, choose, one_line
 from wgc.runtime.component import Call, Component
 
 from wgc.plan.model import ComponentSpec
@@ -140,10 +139,9 @@ class SnacDecoder(Component):
                  preset: str | None = None) -> None:
         super().__init__(spec, rank, device)
         self.torch_device = torch.device(device)
-        fallback = weights is None and preset is None and knobs.snac_dir() is None
-        if weights is None and preset is None:
-            weights = knobs.snac_dir()
-            preset = "tiny" if weights is None else None
+        weights, fallback = choose(weights, preset is not None, "WGC_SNAC_DIR")
+        if weights is None:
+            preset = preset or "tiny"
         if weights is not None:
             model, self.source = load_snac(Path(weights)), str(weights)
         elif preset == "tiny":
@@ -162,8 +160,8 @@ class SnacDecoder(Component):
         self.stats = {"windows": 0, "invalid_windows": 0}
         self.buckets = batch_buckets(int(spec.settings.get("max_batch", 0) or 0) or DEFAULT_MAX_BATCH)
         self.what = f"{self.frame} samples per frame at {self.sample_rate} Hz on {device}"
-        knobs.announce(spec.name, "WGC_SNAC_DIR" if fallback else None, "the tiny SNAC", f"SNAC {self.source}",
-                       self.what)
+        announce("orpheus", spec.name, "WGC_SNAC_DIR" if fallback else None, "the tiny SNAC", f"SNAC {self.source}",
+                 self.what)
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> SnacDecoder:

@@ -46,10 +46,10 @@ from typing import Any
 import torch
 from torch import Tensor
 from wgc.models.layers import LlamaModel
-from wgc.models.orpheus import knobs
 from wgc.models.orpheus.config import OrpheusConfig
 from wgc.models.orpheus.vocab import TokenMap, encode_prompt, load_tokenizer, tiny_tokenizer
 from wgc.models.orpheus.weights import load_llama, read_config
+from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import PARTIAL, Call, CallError
 from wgc.runtime.engines.attention import AttentionBackend, KVStorage
 from wgc.runtime.engines.decode_graphs import GRAPH_CONTEXT
@@ -123,12 +123,10 @@ class LanguageModel(KVComponent):
             raise ValueError(f"orpheus {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented; "
                              "place a whole model on each rank")
         self.torch_device = torch.device(device)
-        fallback = weights is None and preset is None and config is None and knobs.orpheus_dir() is None
-        if weights is None and preset is None and config is None:
-            weights = knobs.orpheus_dir()
-            preset = "tiny" if weights is None else None
+        weights, fallback = choose(weights, preset is not None or config is not None, "WGC_ORPHEUS_DIR")
+        if weights is None and config is None:
+            preset = preset or "tiny"
         if weights is not None:
-            weights = Path(weights)
             self.config = OrpheusConfig.from_hf_config(read_config(weights), name=str(weights))
             self.dtype = self._dtype()
             self.model = load_llama(weights, self.config.llama, self.torch_device, self.dtype)
@@ -154,7 +152,8 @@ class LanguageModel(KVComponent):
         self._prompts: dict[tuple[int, str], list[int]] = {}  # a chunked prefill's ids, until its last chunk
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
         self.where = f"{num_pages} KV pages of {self.page_size} tokens on {device}"
-        knobs.announce(spec.name, "WGC_ORPHEUS_DIR" if fallback else None, "the tiny preset", self.source, self.where)
+        announce("orpheus", spec.name, "WGC_ORPHEUS_DIR" if fallback else None, "the tiny preset", self.source,
+                 self.where)
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> LanguageModel:

@@ -3,38 +3,37 @@
 
 Every name and shape is checked from the files' headers before any tensor is read, so a bad
 directory fails fast with one line naming the problem: a missing tensor, an unexpected one, a
-wrong shape, a corrupt or absent file. Tensors are then read one at a time into the model's own
-parameters (the model is built on the meta device first, so a 3B checkpoint is never held twice).
+wrong shape or dtype, a corrupt or absent file. Tensors are then read one at a time into the model's
+own parameters (the model is built on the meta device first, so a 3B checkpoint is never held
+twice). The generic pieces are models/weights_io.py's, shared with the other families.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 from wgc.models.layers import LlamaConfig, LlamaModel
+from wgc.models.weights_io import (
+    Found,
+    WeightsError,
+    allocate,
+    check_tensors,
+    load_tensors,
+    meta_module,
+    one_line,
+    read_headers,
+    read_json,
+)
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
 # Buffers some exporters write; no parameter of ours corresponds to them.
 IGNORED_SUFFIXES = (".rotary_emb.inv_freq",)
-
-
-class WeightsError(ValueError):
-    """A checkpoint directory that cannot be loaded; the message is one line naming what is wrong."""
-
-
-def one_line(err: BaseException, limit: int = 200) -> str:
-    """A library's error message as one line (its first), cut to `limit` characters."""
-    lines = str(err).strip().splitlines()
-    text = lines[0] if lines else type(err).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -61,17 +60,8 @@ def expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
 
 
 def read_config(directory: Path) -> dict[str, Any]:
-    path = Path(directory) / "config.json"
-    if not path.is_file():
-        raise WeightsError(f"{directory}: no config.json (a Hugging Face model directory holds config.json "
-                           "and model.safetensors or shards with model.safetensors.index.json)")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise WeightsError(f"{path}: not readable JSON ({one_line(err)})") from None
-    if not isinstance(raw, dict):
-        raise WeightsError(f"{path}: expected a JSON object")
-    return raw
+    return read_json(Path(directory) / "config.json", f"{directory}: no config.json (a Hugging Face model directory "
+                     "holds config.json and model.safetensors or shards with model.safetensors.index.json)")
 
 
 def safetensors_files(directory: Path) -> list[Path]:
@@ -94,89 +84,28 @@ def safetensors_files(directory: Path) -> list[Path]:
     raise WeightsError(f"{directory}: no {SINGLE} and no {INDEX}")
 
 
-def read_headers(files: Iterable[Path]) -> dict[str, tuple[Path, tuple[int, ...]]]:
-    """name → (file, shape) from the files' headers; a corrupt file or a name in two files is an error."""
-    out: dict[str, tuple[Path, tuple[int, ...]]] = {}
-    for path in files:
-        try:
-            with safe_open(str(path), framework="pt") as f:
-                for name in f.keys():
-                    if name in out:
-                        raise WeightsError(f"tensor {name} is in both {out[name][0].name} and {path.name}")
-                    out[name] = (path, tuple(f.get_slice(name).get_shape()))
-        except SafetensorError as err:
-            raise WeightsError(f"{path}: corrupt safetensors file ({one_line(err)})") from None
-        except OSError as err:
-            raise WeightsError(f"{path}: cannot be read ({one_line(err)})") from None
-    return out
-
-
-def check_tensors(found: dict[str, tuple[Path, tuple[int, ...]]], expected: dict[str, tuple[int, ...]],
-                  where: Path, tied: bool) -> None:
-    """One line for the first kind of problem: missing tensors, then unexpected ones, then wrong shapes."""
-    missing = [n for n in expected if n not in found]
-    if missing:
-        raise WeightsError(f"{where}: missing tensor{_list(missing)}")
-    allowed_extra = {"lm_head.weight"} if tied else set()
-    unexpected = [n for n in found if n not in expected and n not in allowed_extra
-                  and not n.endswith(IGNORED_SUFFIXES)]
-    if unexpected:
-        raise WeightsError(f"{where}: unexpected tensor{_list(unexpected)}")
-    for name, shape in expected.items():
-        path, have = found[name]
-        if have != shape:
-            raise WeightsError(f"{path}: tensor {name} has shape {list(have)}, expected {list(shape)}")
-    if tied and "lm_head.weight" in found and found["lm_head.weight"][1] != expected["model.embed_tokens.weight"]:
-        path, have = found["lm_head.weight"]
-        raise WeightsError(f"{path}: tensor lm_head.weight has shape {list(have)}, "
-                           f"expected {list(expected['model.embed_tokens.weight'])}")
-
-
-def _list(names: list[str]) -> str:
-    shown = ", ".join(names[:3])
-    more = f" (and {len(names) - 3} more)" if len(names) > 3 else ""
-    return f"{'s' if len(names) > 1 else ''} {shown}{more}"
+def check_llama_tensors(found: Found, expected: dict[str, tuple[int, ...]], where: Path, tied: bool) -> None:
+    """weights_io.check_tensors, with exporters' buffers ignored and a tied model's spare head allowed
+    (then it must have the embedding's shape)."""
+    check_tensors(found, expected, where, lambda n: n.endswith(IGNORED_SUFFIXES) or (tied and n == "lm_head.weight"))
+    head, embed = found.get("lm_head.weight"), expected["model.embed_tokens.weight"]
+    if tied and head is not None and head.shape != embed:
+        raise WeightsError(f"{head.path}: tensor lm_head.weight has shape {list(head.shape)}, expected {list(embed)}")
 
 
 def load_llama(directory: Path, config: LlamaConfig, device: torch.device | str = "cpu",
                dtype: torch.dtype = torch.float32) -> LlamaModel:
     """A LlamaModel with the directory's weights, on `device` in `dtype`; WeightsError names any problem."""
     directory = Path(directory)
-    files = safetensors_files(directory)
-    found = read_headers(files)
-    check_tensors(found, expected_shapes(config), directory, config.tie_embeddings)
-    with torch.device("meta"):
-        model = LlamaModel(config).to(dtype)
-    model = model.to_empty(device=device)
+    found = read_headers(safetensors_files(directory))
+    expected = expected_shapes(config)
+    check_llama_tensors(found, expected, directory, config.tie_embeddings)
+    model = allocate(meta_module(lambda: LlamaModel(config)), device, dtype)  # the rotary table kept as built
     if config.tie_embeddings:  # to_empty makes a new tensor per module from meta ones: tie them again
         model.lm_head.weight = model.embed_tokens.weight
     params = dict(model.named_parameters())  # our names: the HF name without `model.`
-    by_file: dict[Path, list[str]] = {}
-    for name in expected_shapes(config):
-        by_file.setdefault(found[name][0], []).append(name)
-    with torch.no_grad():
-        for path, names in by_file.items():
-            try:
-                with safe_open(str(path), framework="pt") as f:
-                    for name in names:
-                        params[_our_name(name)].copy_(f.get_tensor(name).to(dtype))
-            except SafetensorError as err:
-                raise WeightsError(f"{path}: corrupt safetensors file ({one_line(err)})") from None
-    _reset_buffers(model)
+    load_tensors({name: params[name.removeprefix("model.")] for name in expected}, found)
     return model.eval()
-
-
-def _our_name(hf_name: str) -> str:
-    return hf_name.removeprefix("model.")
-
-
-def _reset_buffers(model: LlamaModel) -> None:
-    """Buffers are not in the checkpoint: recompute the rotary table that to_empty left uninitialised."""
-    from wgc.models.layers import inverse_frequencies
-
-    c = model.config
-    inv = inverse_frequencies(c.head_dim, c.rope_theta, c.rope_scaling)
-    model.rotary.inv_freq = inv.to(model.rotary.inv_freq.device)
 
 
 def hf_state_dict(model: nn.Module, config: LlamaConfig) -> dict[str, torch.Tensor]:

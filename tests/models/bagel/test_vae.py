@@ -4,7 +4,6 @@ decoded image's form, batching and determinism (models-wave2.md §1.4, §1.8, §
 
 from __future__ import annotations
 
-import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,10 +21,11 @@ from wgc.models.bagel.vae import (
     load_bfl_state,
 )
 from wgc.models.bagel.vae_transform import ResizeRule, fit, vae_pixels
-from wgc.models.orpheus.weights import WeightsError
+from wgc.models.weights_io import WeightsError
 from wgc.runtime.component import Call, CallError
 from wgc.runtime.http.png import encode_png, to_pixels
 
+from tests.models.bagel.checkpoint import bfl_state
 from wgc.plan.model import ComponentSpec
 
 SCALE, SHIFT = 0.3611, 0.1159
@@ -34,38 +34,6 @@ SCALE, SHIFT = 0.3611, 0.1159
 def spec(name: str) -> ComponentSpec:
     cls = "VaeEncoder" if name == "vae_enc" else "VaeDecoder"
     return ComponentSpec(name, f"wgc.models.bagel.{cls}", "stateless", [], {}, [], {"dtype": "bf16"}, [0], 1, {})
-
-
-# ---- BFL names (§1.9), written from diffusers' names as the inverse of the conversion ----------
-
-ATTN = {"group_norm": "norm", "to_q": "q", "to_k": "k", "to_v": "v", "to_out.0": "proj_out"}
-
-
-def bfl_name(key: str, levels: int) -> str:
-    half, rest = key.split(".", 1)
-    if m := re.fullmatch(r"(down|up)_blocks\.(\d+)\.resnets\.(\d+)\.(.+)", rest):
-        level = int(m[2]) if m[1] == "down" else levels - 1 - int(m[2])  # BFL counts up.* from the top
-        rest = f"{m[1]}.{level}.block.{m[3]}.{m[4]}"
-    elif m := re.fullmatch(r"down_blocks\.(\d+)\.downsamplers\.0\.conv\.(.+)", rest):
-        rest = f"down.{m[1]}.downsample.conv.{m[2]}"
-    elif m := re.fullmatch(r"up_blocks\.(\d+)\.upsamplers\.0\.conv\.(.+)", rest):
-        rest = f"up.{levels - 1 - int(m[1])}.upsample.conv.{m[2]}"
-    elif m := re.fullmatch(r"mid_block\.resnets\.(\d+)\.(.+)", rest):
-        rest = f"mid.block_{int(m[1]) + 1}.{m[2]}"
-    elif m := re.fullmatch(r"mid_block\.attentions\.0\.(group_norm|to_q|to_k|to_v|to_out\.0)\.(.+)", rest):
-        rest = f"mid.attn_1.{ATTN[m[1]]}.{m[2]}"
-    rest = rest.replace("conv_norm_out.", "norm_out.").replace("conv_shortcut.", "nin_shortcut.")
-    return f"{half}.{rest}"
-
-
-def bfl_state(vae: torch.nn.Module) -> dict[str, Tensor]:
-    """The module's tensors under BFL's names; the attention projections as BFL's 1x1 convs."""
-    levels = len(vae.config.block_out_channels)
-    out = {}
-    for key, t in vae.state_dict().items():
-        conv = re.search(r"attentions\.0\.(to_q|to_k|to_v|to_out\.0)\.weight$", key)
-        out[bfl_name(key, levels)] = (t[:, :, None, None] if conv else t).clone()
-    return out
 
 
 # ---- fixtures ----------------------------------------------------------------------------------
