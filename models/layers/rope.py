@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -42,7 +43,15 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, theta: float, scaling: Llama3Scaling | None = None) -> None:
         super().__init__()
-        self.register_buffer("inv_freq", inverse_frequencies(head_dim, theta, scaling), persistent=False)
+        self._exact = inverse_frequencies(head_dim, theta, scaling)  # float32, never cast
+        self.register_buffer("inv_freq", self._exact.clone(), persistent=False)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> RotaryEmbedding:
+        """`model.to(torch.bfloat16)` casts every floating buffer: the frequencies would be rounded to
+        bf16 and far positions rotated wrongly. They stay float32, on whatever device the module moves to."""
+        super()._apply(fn, recurse)
+        self.inv_freq = self._exact.to(self.inv_freq.device)
+        return self
 
     def forward(self, positions: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
         freqs = positions[..., None].float() * self.inv_freq  # [..., head_dim / 2]

@@ -186,3 +186,12 @@ def test_parity_with_transformers_llama(tied: bool) -> None:
         batch = AttentionBatch(shuffled_tables(2, 4, seed=3), [0, 0], [13, 13], PAGE)
         paged = ours(tokens.flatten(), batch.positions(), KVStep(storage, backend, backend.plan(batch)))
     torch.testing.assert_close(paged, want.flatten(0, 1), atol=1e-4, rtol=1e-4)
+
+
+def test_casting_a_model_keeps_the_rotary_frequencies_in_float32() -> None:
+    """model.to(bf16) must not round inv_freq: at position 4000 a bf16 frequency is off by whole radians."""
+    from wgc.models.layers.rope import RotaryEmbedding, inverse_frequencies
+
+    rope = RotaryEmbedding(64, 500000.0).to(torch.bfloat16)
+    assert rope.inv_freq.dtype == torch.float32
+    torch.testing.assert_close(rope.inv_freq, inverse_frequencies(64, 500000.0))
