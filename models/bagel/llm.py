@@ -23,7 +23,7 @@ rows: BAGEL's velocity, which points from data to noise (the update is z - v dt,
 
 The starting noise is drawn on the CPU from a generator seeded per request, so a request's image is
 the same wherever the component is placed and whatever it is batched with: the seed is the call's
-third argument when given (a request's `seed`), else derived from the request id and the
+third argument when given and not negative (a request's `seed`), else derived from the request id and the
 component's base seed (`request_seed`). The latent grid (h, w in tokens) is remembered per request
 and in every label's data (it travels with an exported label), since z alone gives only N.
 
@@ -94,6 +94,7 @@ class LanguageModel(KVComponent):
         else:
             self.config = c = config if config is not None else BagelLLMConfig.preset(preset or "tiny")
         self.dtype = self._dtype()
+        self.out_dtype = torch.float32 if self.dtype == torch.float64 else self.dtype  # of the latents it returns
         if checkpoint is not None:
             self.language_model = checkpoint.language_model(self.torch_device, self.dtype)
             self.adapter = checkpoint.adapter(self.torch_device, self.dtype)
@@ -132,6 +133,11 @@ class LanguageModel(KVComponent):
         return f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
 
     def _dtype(self) -> torch.dtype:
+        """bf16 (the walk's) on CUDA, float32 on CPU; the tiny preset computes in float64 on CPU, so that
+        a batch's shape changes a velocity only below float32's rounding (the same image on every
+        placement and in every batch: docs/models/bagel.md, End to end)."""
+        if self.torch_device.type != "cuda" and self.config.vocab_kind == "compact":
+            return torch.float64
         if self.torch_device.type != "cuda" or self.config.vocab_kind == "compact":
             return torch.float32
         return _DTYPES.get(str(self.spec.attrs.get("dtype", "bf16")), torch.bfloat16)
@@ -286,13 +292,13 @@ class LanguageModel(KVComponent):
                 h, w = latent_grid(int(c.args[0]), int(c.args[1]), self.config.latent_grid)
             except ValueError as err:
                 raise CallError(c.request, str(err)) from None
-            given = c.args[2] if len(c.args) > 2 else None
-            seed = self.request_seed(c.request) if given is None else int(given) % 2**63
+            given = c.args[2] if len(c.args) > 2 else None  # the walk's `seed`: -1 (its default) derives one
+            seed = self.request_seed(c.request) if given is None or int(given) < 0 else int(given) % 2**63
             self._latent_hw[c.request] = (h, w)
             for (request, _), seq in self.kv.seqs.items():
                 if request == c.request:
                     seq.data["latent_hw"] = [h, w]
-            out.append(initial_noise(h * w, seed).to(self.torch_device, self.dtype))  # [N, 64]
+            out.append(initial_noise(h * w, seed).to(self.torch_device, self.out_dtype))  # [N, 64]
         return out
 
     def velocity(self, calls: list[Call]) -> list[Any]:
@@ -308,7 +314,7 @@ class LanguageModel(KVComponent):
             _, hidden = self._step(writes, "prefix", False, build)
             sizes = [z.shape[0] for z in zs]
             blocks = hidden.split([n + 2 for n in sizes])  # each [n + 2, hidden]
-            return [self.adapter.velocity(b[1:-1]).to(self.dtype) for b in blocks]  # each [n, 64]
+            return [self.adapter.velocity(b[1:-1]).to(self.out_dtype) for b in blocks]  # each [n, 64]
 
         return self._waves(calls, run)
 

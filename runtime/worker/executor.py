@@ -9,7 +9,9 @@ executors in one thread.
 Scheduling: every instance runs until it reaches a RUN, blocks, or ends; then
 all RUNs waiting on the same component entry are executed as one batched call
 (up to the component's max batch), across requests and fused lanes. Requests
-join and leave at these boundaries: continuous batching.
+join and leave at these boundaries: continuous batching. In a loop of several
+RUNs, instances start their iterations together (lockstep.py), so that a
+request arriving mid-way shares the running ones' batches.
 
 State: everything of one request on this rank is one RequestState
 (request_state.py) in `states`; forgetting a request is popping it and
@@ -47,6 +49,7 @@ from wgc.runtime.worker.batching import Batcher
 from wgc.runtime.worker.context import RankPlan
 from wgc.runtime.worker.instance import Instance
 from wgc.runtime.worker.interpret import Interpreter, StepError
+from wgc.runtime.worker.lockstep import Lockstep
 from wgc.runtime.worker.request_state import RequestState
 
 from wgc.plan.model import Plan, Run
@@ -80,6 +83,7 @@ class Executor:
         self.interp = Interpreter(self)
         self.failures = 0  # requests failed here so far (a batch checks whether one of its own did)
         self.batcher = Batcher(self)
+        self.lockstep = Lockstep()  # loop iterations in step across requests (lockstep.py)
         self.stats = {"runs": 0, "batched_calls": 0, "messages_in": 0, "messages_out": 0}
         # Per component entry: batched calls, items in them, microseconds spent inside the component.
         self.entry_stats: dict[tuple[str, str], list[int]] = {}
@@ -308,12 +312,19 @@ class Executor:
                         group.append(inst)
                 else:
                     inst.waiting = status.reason
+            for inst in self.lockstep.hold(batches.values(), self._instances()):
+                inst.dispatched = False
+                self.defer(inst)
             self.batcher.new_round()
             progressed = False
             for key in self.batcher.order(batches):
-                progressed = self.batcher.dispatch(key[0], key[1], batches[key]) or progressed
+                if batches[key]:
+                    progressed = self.batcher.dispatch(key[0], key[1], batches[key]) or progressed
             if self.deferred and progressed:  # pages or budget may be there now: retry next round
                 self._retry_deferred()
+
+    def _instances(self) -> list[Instance]:
+        return [i for s in self.states.values() for i in s.instances.values()]
 
     def _retry_deferred(self) -> None:
         ready = self.ready
@@ -362,6 +373,7 @@ class Executor:
             **self.stats,
             **self.batcher.stats,
             "deferred": len(self.deferred),
+            "held_for_step": self.lockstep.held,
         }
         for name, comp in self.components.items():
             for key, value in comp.counters().items():

@@ -11,6 +11,7 @@ PAIRS: list[tuple[str, str]] = [
     ("bagel", "cpu3"),
     ("bagel", "1xh100"),
     ("bagel", "3xh100"),
+    ("bagel", "bagel-1xh200"),
     ("orpheus", "cpu"),
     ("orpheus", "1xh100"),
     ("orpheus", "1xh200"),

@@ -27,9 +27,10 @@ def test_outline_reads_declarations_from_tokens() -> None:
     names = outline(tokenize(BAGEL))
     assert names.params[:2] == ["max_tokens", "temperature"]
     assert names.components["llm"]["entry"][:2] == ["prefill_text", "prefill_vit"]
-    assert names.components["llm"]["const"] == ["bos", "eos"]
+    assert names.components["llm"]["const"] == ["bos", "eos", "think_text", "think_image"]
     assert names.components["llm"]["label"] == ["main", "cfg_text", "cfg_img"]
-    assert names.walks == ["prefill_text", "prefill_vit", "prefill_vae", "decode", "image_gen"]
+    assert names.walks == ["prefill_text", "prefill_vit", "prefill_vae", "think_text", "think_image", "decode",
+                           "image_gen"]
     assert names.eaches == ["prompt"]
 
 

@@ -238,7 +238,7 @@ def test_a_value_whose_first_binding_was_edited_has_no_definition_to_give() -> N
 
     docs = Documents()
     docs.update("file:///t.walk", BAGEL, "t.walk")
-    broken = BAGEL.replace("    z = llm.init_latents(height, width)", "    zz = llm.init_latents(height, width").replace(
+    broken = BAGEL.replace("    z = llm.init_latents(height, width, seed)", "    zz = llm.init_latents(height, width, seed").replace(
         "walk decode() {", "walk decode( {")
     docs.update("file:///t.walk", broken, "t.walk")
     view = docs.view("file:///t.walk")

@@ -158,7 +158,7 @@ async def test_a_document_that_never_parsed_answers_nothing(client: LanguageClie
 
 async def test_definition_of_a_value_whose_first_binding_was_edited_answers_nothing(client: LanguageClient) -> None:
     uri, _ = await broken_document(client, "stale_value.walk")
-    typing = BROKEN.replace("    z = llm.init_latents(height, width)", "    zz = llm.init_latents(height, width")
+    typing = BROKEN.replace("    z = llm.init_latents(height, width, seed)", "    zz = llm.init_latents(height, width, seed")
     change_document(client, uri, 3, typing)
     use = position_of(typing, "z = combine.step(z, t, dt", "t, dt")
     result = await client.text_document_definition_async(types.DefinitionParams(text_document=doc(uri), position=use))

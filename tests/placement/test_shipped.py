@@ -22,6 +22,7 @@ SERVES: dict[str, tuple[str, ...]] = {
     "3xh100.toml": ("bagel",),
     "2xh200.toml": ("qwen3_omni",),
     "1xh200.toml": ("orpheus",),
+    "bagel-1xh200.toml": ("bagel",),
     "orpheus-pd.toml": ("orpheus",),
     "orpheus-cpu2.toml": ("orpheus",),
 }

@@ -1,0 +1,88 @@
+"""Loop iterations in step: an instance starting an iteration waits for the others in the same loop.
+
+A round moves every ready instance to its next RUN and batches the RUNs of the same entry. In a
+loop whose body has several RUNs (BAGEL's flow step: two timesteps, the fused velocity, the
+guidance step), two requests whose iterations are out of phase would never meet at the same RUN:
+each round advances both by one RUN, so a request that arrives while another is mid-iteration
+would run every velocity forward of its own, next to the other's, forever.
+
+So, before a round's batches run: an instance at the first RUN of a counted loop's body with
+several RUNs is held back (deferred to a later round) while another instance of the same loop on
+this rank is mid-iteration. Those never wait, so they come back to the first RUN (or leave the
+loop) and all then start their next iteration together: a late request joins the running ones'
+batches from its first step on, having waited less than one iteration. Loops with one RUN (a
+decode loop) cannot drift apart and are left alone, and so are dynamic loops (their speculation
+runs an iteration ahead on purpose).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from wgc.runtime.worker.instance import Instance
+
+from wgc.plan import model as m
+
+Key = tuple[int, int]  # (id of the walk's code, pc of its LOOP)
+
+
+class Lockstep:
+    """The per-rank rule; `held` counts the instances it has held back."""
+
+    def __init__(self) -> None:
+        self._first_runs: dict[Key, int | None] = {}  # the body's first RUN, None when not in step
+        self.held = 0
+
+    def first_run(self, code: list[Any], head: int) -> int | None:
+        """pc of the first RUN of the loop at `head`, when the loop is counted and has several RUNs."""
+        key = (id(code), head)
+        if key not in self._first_runs:
+            loop = code[head]
+            depth, runs, first = 0, 0, None
+            for pc in range(head + 1, len(code)):
+                ins = code[pc]
+                if isinstance(ins, m.Loop):
+                    depth += 1
+                elif isinstance(ins, m.EndLoop):
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif isinstance(ins, m.Run):
+                    runs += 1
+                    first = pc if first is None else first
+            in_step = isinstance(loop, m.Loop) and not loop.dynamic and runs >= 2
+            self._first_runs[key] = first if in_step else None
+        return self._first_runs[key]
+
+    def _starting(self, inst: Instance) -> Key | None:
+        """The loop whose iteration `inst` is about to start (at its body's first RUN), if in step."""
+        if not inst.loops:
+            return None
+        head = inst.loops[-1].head
+        return (id(inst.code), head) if self.first_run(inst.code, head) == inst.pc else None
+
+    def hold(self, groups: Iterable[list[Instance]], everyone: Iterable[Instance]) -> list[Instance]:
+        """Take the instances to hold back out of `groups` (a round's batches, changed in place) and
+        return them; `everyone` is every instance on the rank."""
+        starting = {id(i): k for group in groups for i in group if (k := self._starting(i)) is not None}
+        if not starting:
+            return []
+        keys = set(starting.values())
+        busy = set()
+        for inst in everyone:
+            if not inst.alive or id(inst) in starting:
+                continue
+            for loop in inst.loops:
+                key = (id(inst.code), loop.head)
+                if key in keys and self.first_run(inst.code, loop.head) != inst.pc:
+                    busy.add(key)
+        if not busy:
+            return []
+        held = []
+        for group in groups:
+            kept = [i for i in group if starting.get(id(i)) not in busy]
+            held += [i for i in group if starting.get(id(i)) in busy]
+            group[:] = kept
+        self.held += len(held)
+        return held
