@@ -1,9 +1,13 @@
 """POST /v1/images/generations and /v1/images/edits: PNG images as base64 (`b64_json`).
 
-`size` "WxH" sets the plan's `width` and `height` params; a size outside their bounds, or any
-size but "auto" on a plan without them, is refused (400 `unsupported_value`), never silently
-changed. Each of the n images is one runtime request (with a `seed` param, image i uses seed + i).
-Edits take the image(s) as multipart files, as the OpenAI API does.
+`size` "WxH" sets the plan's `width` and `height` params; a size outside their bounds, not a
+multiple of the image emitter's `const size_multiple` (BAGEL: 16), or any size but "auto" on a plan
+without them, is refused (400 `unsupported_value`), never silently changed. Each of the n images is
+one runtime request (with a `seed` param, image i uses seed + i; a negative seed, BAGEL's default,
+lets each request derive its own). Edits take the image(s) as multipart files, as the OpenAI API
+does, and put them before the prompt (BAGEL's order: the image, then the instruction about it); a
+component's `const edit_NAME` is the default of param NAME in an edit (BAGEL's editing guidance),
+which the request's own params override.
 """
 
 from __future__ import annotations
@@ -41,22 +45,49 @@ def image_size(service: Service, size: str | None) -> dict[str, int]:
         raise ApiError("unsupported_value", f"model `{service.plan.model}` has no width and height params: "
                        "size must be auto", "size")
     width, height = (int(x) for x in size.split("x"))
+    step = size_multiple(service)
     for p, v in ((w, width), (h, height)):
         if (p.low is not None and v < p.low) or (p.high is not None and v > p.high):
             raise ApiError("unsupported_value", f"size {size}: {p.name} must be in {p.low}..{p.high}", "size")
+        if v % step:
+            raise ApiError("unsupported_value", f"size {size}: {p.name} must be a multiple of {step}", "size")
     return {w.name: width, h.name: height}
+
+
+def size_multiple(service: Service) -> int:
+    """The image emitter's `const size_multiple`, else 1."""
+    for spec in service.caps.emitters.get("image", ()):
+        value = spec.consts.get("size_multiple")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 1
+
+
+def edit_defaults(service: Service) -> dict[str, Any]:
+    """Param defaults for an edit: each component's `const edit_NAME`, for a param NAME of the plan."""
+    return {name[5:]: value for spec in service.plan.components for name, value in spec.consts.items()
+            if name.startswith("edit_") and name[5:] in service.caps.params}
+
+
+def choices(service: Service, params: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Each image's params: seed + i (chat_input.choice_seeds), or, for a negative seed (BAGEL's
+    "derive one"), the same params n times: each request then derives its own."""
+    if isinstance(params.get("seed"), int) and params["seed"] < 0:
+        return [dict(params) for _ in range(n)]
+    return [service.params(p) for p in choice_seeds(service.caps, params, n)]
 
 
 async def generations(service: Service, request: Request, body: Any, images: list[Any] | None = None) -> Response:
     route = "edits" if images is not None else "images"
     service.check(route, body.model)
-    given = body.params.model_dump(exclude_none=True) if body.params is not None else {}
+    given = edit_defaults(service) if images is not None else {}
+    given.update(body.params.model_dump(exclude_none=True) if body.params is not None else {})
     given.update(image_size(service, body.size))
     if getattr(body, "seed", None) is not None:
         given["seed"] = body.seed
     params = service.params(given)
-    per_choice = [service.params(p) for p in choice_seeds(service.caps, params, body.n)]
-    pieces = [Piece("text", check_text(body.prompt, "prompt")), *(Piece("image", i) for i in images or [])]
+    per_choice = choices(service, params, body.n)
+    pieces = [*(Piece("image", i) for i in images or []), Piece("text", check_text(body.prompt, "prompt"))]
     fields = {**to_request(service.caps, service.tokenizer, pieces, "prompt"), "outputs": ["image"]}
     size = (int(params.get("width", 256)), int(params.get("height", 256)))
     deadline = service.deadline(body.timeout)
