@@ -312,7 +312,7 @@ class Executor:
                         group.append(inst)
                 else:
                     inst.waiting = status.reason
-            for inst in self.lockstep.hold(batches.values(), self._instances()):
+            for inst in self.lockstep.hold(batches.values(), self._instances):
                 inst.dispatched = False
                 self.defer(inst)
             self.batcher.new_round()

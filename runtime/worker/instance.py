@@ -27,6 +27,7 @@ class LoopState:
     pending_stop: bool | None = None
     saved: dict[str, Any] = field(default_factory=dict)
     checkpoints: dict[tuple[str, str], Any] = field(default_factory=dict)
+    step_run: int | None = -1  # lockstep.py: pc of the body's first RUN when iterations go in step (-1: not known)
 
 
 @dataclass

@@ -17,7 +17,7 @@ runs an iteration ahead on purpose).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from wgc.runtime.worker.instance import Instance
@@ -57,20 +57,21 @@ class Lockstep:
 
     def _starting(self, inst: Instance) -> Key | None:
         """The loop whose iteration `inst` is about to start (at its body's first RUN), if in step."""
-        if not inst.loops:
-            return None
-        head = inst.loops[-1].head
-        return (id(inst.code), head) if self.first_run(inst.code, head) == inst.pc else None
+        loop = inst.loops[-1]
+        first = loop.step_run
+        if first == -1:  # not looked up yet for this loop entry: once, then cached on the loop state
+            first = loop.step_run = self.first_run(inst.code, loop.head)
+        return (id(inst.code), loop.head) if first == inst.pc else None
 
-    def hold(self, groups: Iterable[list[Instance]], everyone: Iterable[Instance]) -> list[Instance]:
+    def hold(self, groups: Iterable[list[Instance]], everyone: Callable[[], Iterable[Instance]]) -> list[Instance]:
         """Take the instances to hold back out of `groups` (a round's batches, changed in place) and
-        return them; `everyone` is every instance on the rank."""
-        starting = {id(i): k for group in groups for i in group if (k := self._starting(i)) is not None}
+        return them; `everyone()` gives every instance on the rank (asked only when one is starting)."""
+        starting = {id(i): k for group in groups for i in group if i.loops and (k := self._starting(i)) is not None}
         if not starting:
             return []
         keys = set(starting.values())
         busy = set()
-        for inst in everyone:
+        for inst in everyone():
             if not inst.alive or id(inst) in starting:
                 continue
             for loop in inst.loops:
