@@ -14,6 +14,7 @@ import io
 from collections.abc import Iterator
 
 import httpx
+import numpy as np
 import openai
 import pytest
 
@@ -74,7 +75,9 @@ def test_text_to_image_honours_size_n_and_seed(fused: Server) -> None:
     assert images[0][0] != images[1][0]  # seeds 3 and 4
     again = client(fused).images.generate(model="bagel", prompt="a red cat", size="64x96",
                                           extra_body={"seed": 4, "params": QUICK})
-    assert base64.b64decode(again.data[0].b64_json) == images[1][0]  # choice 1 is seed 4, reproducibly
+    # choice 1 is seed 4; one level apart at most where vae_dec decoded the two choices as one batch
+    alone, choice = (np.asarray(decoded(b64)[1], dtype=np.int16) for b64 in (again.data[0].b64_json, r.data[1].b64_json))
+    assert np.abs(alone - choice).max() <= 1
 
 
 def test_a_seed_gives_the_same_png_on_every_placement(fused: Server, spread: Server) -> None:
