@@ -51,6 +51,8 @@ class Batcher:
         self.stats = {"preemptions": 0, "deferred_calls": 0, "partial_calls": 0, "isolated_retries": 0,
                       "calls_failed_alone": 0}
         self._chunked = {name: getattr(c, "chunked_entries", frozenset()) for name, c in ex.components.items()}
+        # Components that take no pool memory (Component.demands not overridden): the plain path
+        self._plain = {name for name, c in ex.components.items() if type(c).demands is Component.demands}
 
     def new_round(self) -> None:
         if self.budgets:
@@ -67,6 +69,10 @@ class Batcher:
     def dispatch(self, component: str, entry: str, group: list[Instance]) -> bool:
         """Run one batch; whether any call ran (progress was made)."""
         comp = self.ex.components[component]
+        if component in self._plain:
+            done = self._plain_dispatch(comp, entry, group)
+            if done is not None:
+                return done
         failures = self.ex.failures
         batch = self._build(comp, group)
         stays: set[int] = set()  # instances that stay at their RUN this round
@@ -86,6 +92,53 @@ class Batcher:
                 inst.waited = 0
                 ready.append(inst)
         return ran
+
+    def _plain_dispatch(self, comp: Component, entry: str, group: list[Instance]) -> bool | None:
+        """The common case written straight (the runtime's per-RUN cost): no pool memory, one lane per
+        instance, one slice. None, having changed nothing, when it is not that case."""
+        limit = int(comp.spec.settings.get("max_batch", 0) or 0)
+        if limit and len(group) > limit:
+            return None
+        interp = self.ex.interp
+        calls: list[Call] = []
+        outs: list[str] = []
+        last: Run | None = None
+        getters: list[Any] = []
+        label = out = ""
+        try:
+            for inst in group:
+                ins = inst.code[inst.pc]
+                if ins is not last:
+                    if len(ins.labels) != 1:
+                        return None
+                    last, getters, label, out = ins, interp.arg_getters(ins)[0], ins.labels[0], ins.outputs[0]
+                if inst.pending:
+                    interp.before_call(inst, comp, label)
+                calls.append(Call(inst.request, label, tuple([g(inst) for g in getters])))
+                outs.append(out)
+        except KeyError:
+            return None  # a value is missing: the general path fails that instance alone
+        totals = self.ex.entry_stats.setdefault((comp.spec.name, entry), [0, 0, 0])
+        began = time.perf_counter()
+        try:
+            pairs: Any = enumerate(comp.call(entry, calls))
+        except Exception as err:  # noqa: BLE001 - isolated: it fails its own requests only
+            batch = _Batch(calls, list(range(len(calls))), outs)
+            pairs = self._call_isolated(comp, comp.spec.name, entry, batch, list(range(len(calls))), totals,
+                                        self.ex.failures, err)
+        else:
+            self._count(totals, len(calls), began)
+        for i, value in pairs:
+            if outs[i]:
+                group[i].frame[outs[i]] = value
+        ready = self.ex.ready
+        for inst in group:
+            inst.dispatched = False
+            if inst.alive:
+                inst.pc += 1
+                inst.waited = 0
+                ready.append(inst)
+        return True
 
     # ---- 1. calls --------------------------------------------------------------------------
 

@@ -83,7 +83,7 @@ class Executor:
         self.interp = Interpreter(self)
         self.failures = 0  # requests failed here so far (a batch checks whether one of its own did)
         self.batcher = Batcher(self)
-        self.lockstep = Lockstep()  # loop iterations in step across requests (lockstep.py)
+        self.lockstep = Lockstep(ws.instructions for ws in self.rp.code.values())  # iterations in step (lockstep.py)
         self.stats = {"runs": 0, "batched_calls": 0, "messages_in": 0, "messages_out": 0}
         # Per component entry: batched calls, items in them, microseconds spent inside the component.
         self.entry_stats: dict[tuple[str, str], list[int]] = {}

@@ -30,9 +30,12 @@ Key = tuple[int, int]  # (id of the walk's code, pc of its LOOP)
 class Lockstep:
     """The per-rank rule; `held` counts the instances it has held back."""
 
-    def __init__(self) -> None:
+    def __init__(self, codes: Iterable[list[Any]] = ()) -> None:
         self._first_runs: dict[Key, int | None] = {}  # the body's first RUN, None when not in step
         self.held = 0
+        # whether any loop of this rank's schedules goes in step: when none does, `hold` costs nothing
+        self.active = any(self.first_run(code, pc) is not None
+                          for code in codes for pc, ins in enumerate(code) if isinstance(ins, m.Loop))
 
     def first_run(self, code: list[Any], head: int) -> int | None:
         """pc of the first RUN of the loop at `head`, when the loop is counted and has several RUNs."""
@@ -66,6 +69,8 @@ class Lockstep:
     def hold(self, groups: Iterable[list[Instance]], everyone: Callable[[], Iterable[Instance]]) -> list[Instance]:
         """Take the instances to hold back out of `groups` (a round's batches, changed in place) and
         return them; `everyone()` gives every instance on the rank (asked only when one is starting)."""
+        if not self.active:
+            return []
         starting = {id(i): k for group in groups for i in group if i.loops and (k := self._starting(i)) is not None}
         if not starting:
             return []
