@@ -1,6 +1,6 @@
 """bench/compile_speed.py stays runnable: it imports, and its program generator makes valid programs;
-bench/scheduler.py runs at tiny sizes and prints its tables. No timing is asserted here; the numbers
-come from running the benches themselves."""
+bench/scheduler.py and bench/bagel.py run at tiny sizes and print their tables. No timing is asserted
+here; the numbers come from running the benches themselves."""
 
 from __future__ import annotations
 
@@ -110,3 +110,63 @@ def test_scheduler_bench_draws_three_panels(scheduler_run: tuple[ModuleType, str
     module, _, results = scheduler_run
     path = module.plot(results, module.QUICK, tmp_path)
     assert path == tmp_path / "scheduler.png" and path.stat().st_size > 0
+
+
+# ---- bench/bagel.py --------------------------------------------------------------------------------
+
+BAGEL = Path(__file__).resolve().parents[2] / "bench" / "bagel.py"
+
+
+@pytest.fixture(scope="module")
+def bagel_run() -> tuple[ModuleType, str, dict]:
+    """bench/bagel.py --quick (tiny sizes, one pair) on the real tiny BAGEL, worker processes included, once."""
+    spec = importlib.util.spec_from_file_location("bench_bagel", BAGEL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    out = io.StringIO()
+    threads = torch.get_num_threads()
+    try:
+        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(out):
+            results = module.main(["--quick", "--no-plot", "--threads", "1"])
+        yield module, out.getvalue(), results
+    finally:
+        torch.set_num_threads(threads)
+        sys.modules.pop(spec.name, None)
+        sys.modules.pop("bagel_layouts", None)
+
+
+@pytest.mark.slow
+def test_bagel_bench_prints_its_four_tables(bagel_run: tuple[ModuleType, str, dict]) -> None:
+    module, report, results = bagel_run
+    quick = module.QUICK
+    assert "tiny preset" in report and report.count("### ") == 4
+    for row in ("| 1 rank (cpu.toml, max_batch 32): the three branches in one forward",
+                "| cpu3.toml: 3 ranks, one branch each: wgc |", "| eq. 5 serial: Σt_b + u |",
+                "| eq. 5 floor: max t_b + u + c |", "| t2i, 64 px |", "| edit, 128 px image |", "Goal ("):
+        assert row in report
+    branches = results["branches"]
+    assert set(branches["t_b"]) == {"main", "cfg_text", "cfg_img"} and all(t > 0 for t in branches["t_b"].values())
+    assert branches["u"] > 0 and branches["c"] > 0 and results["eq5"]["bound"] > 1
+    layouts = results["layouts"]
+    assert [r["context"] for r in layouts] == ["t2i, 64 px", "edit, 128 px image"]
+    for r in layouts:  # the dense baseline answers the same velocity and holds more: the fork's copy
+        assert r["max_diff"] < 1e-9 and r["dense_bytes"] > r["paged_bytes"] > 0
+    assert layouts[1]["lengths"]["cfg_text"] > 0 and layouts[0]["lengths"]["cfg_text"] == 0
+    batching = results["batching"]
+    assert [r["n"] for r in batching] == list(quick.batch_levels)
+    assert [r["items"] for r in batching] == [3.0 * n for n in quick.batch_levels]  # all labels, one forward
+    decoding = results["decoding"]
+    assert [r["n"] for r in decoding] == list(quick.decode_levels)
+    for r in decoding:  # the runtime's greedy tokens are transformers' on the same weights
+        assert r["same"] == r["n"] and r["tokens"] > 0
+        assert f"| {r['n']} | " in report
+
+
+@pytest.mark.slow
+def test_bagel_bench_draws_four_panels(bagel_run: tuple[ModuleType, str, dict], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    module, _, results = bagel_run
+    path = module.plot(results, tmp_path)
+    assert path == tmp_path / "bagel.png" and path.stat().st_size > 0
