@@ -108,6 +108,23 @@ b = [1]
     assert back and back[0][0] == "b" and back[0] in [(i.value, i.tag) for i in r0 if isinstance(i, m.Recv)]
 
 
+def test_a_branch_on_another_rank_gets_its_inputs_before_the_local_branch_runs(tmp_path: Path) -> None:
+    """The SEND of z is hoisted to the start of the step, before rank 0's own velocity: the two branches
+    overlap (before, rank 0 ran its branch and only then sent the other its input)."""
+    placement = CPU2 + """
+[components.llm]
+ranks = [0, 1]
+routing = "mirror"
+[walks.gen.branches]
+a = [0]
+b = [1]
+"""
+    r0 = instrs(compile_text(tmp_path, GUIDED, placement), 0, "gen")
+    send_z = next(k for k, i in enumerate(r0) if isinstance(i, m.Send) and i.value == "z")
+    local = next(k for k, i in enumerate(r0) if isinstance(i, m.Run) and i.entry == "velocity")
+    assert send_z < local
+
+
 def test_every_send_has_a_matching_recv_in_the_same_order(tmp_path: Path) -> None:
     for model, placement in [("bagel", "cpu3"), ("orpheus", "orpheus-pd"), ("qwen3_omni", "2xh200")]:
         plan = compile_shipped(model, placement)

@@ -6,9 +6,20 @@ between two ranks appear in the same order on both sides and match FIFO.
 Sends never block, so this order cannot deadlock. Values used in a loop but
 defined before it move once, before the loop; loop-carried values live on the
 rank that updates them and move at the point of use in every iteration.
+
+A SEND is hoisted to just after its value becomes available on the sending rank
+(its definition in the block, or the block's start), its RECV staying at the use:
+otherwise a rank runs its own branch of a parallel block before it sends the
+other branches their inputs, and the branches never overlap (BAGEL's velocity
+step: rank 0 computed v_main, then sent z and t to the cfg ranks). Still
+deadlock-free: in the tree's one order every RECV comes after its SEND, and a
+send never waits. Cache-label transfers (KVSEND) stay where they are: a label's
+state is read at the point of the transfer.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from wgc.lower.ir import LoopBlock, Node, Op, Transfer, WalkIR, expr_uses
 from wgc.plan.model import Src
@@ -51,7 +62,7 @@ class CommPlanner:
                     self.avail[name] = set(node.ranks)
             elif isinstance(node, LoopBlock):
                 out.extend(self.loop(node))
-        return out
+        return hoist_sends(out)
 
     def loop(self, loop: LoopBlock) -> list[Node]:
         inside = _body_defs(loop.body)
@@ -85,6 +96,48 @@ class CommPlanner:
         for name in inside - {y.exposed for y in loop.yields}:
             self.avail.pop(name, None)
         return [*before, loop]
+
+
+def hoist_sends(block: list[Node]) -> list[Node]:
+    """Each value transfer's SEND moved up to just after the value is available on its source rank
+    in this block (after the op or loop defining it, or the transfer bringing it there; the block's
+    start if neither is in the block), its RECV left in place."""
+    out = list(block)
+    i = 0
+    while i < len(out):
+        node = out[i]
+        if isinstance(node, Transfer) and node.kv is None and node.part == "both":
+            at = _available_from(out, i, node.value, node.source)
+            while at < i and isinstance(out[at], Transfer) and out[at].part == "send":
+                at += 1  # behind the SENDs already hoisted here: they keep the tree's order
+            if at < i and not _only_transfers_between(out, at, i):
+                out[i] = replace(node, part="recv")
+                out.insert(at, replace(node, part="send"))
+                i += 1
+        i += 1
+    return out
+
+
+def _available_from(block: list[Node], before: int, value: str, rank: int) -> int:
+    """The earliest index in `block` at which `value` is on `rank`, looking back from `before`."""
+    for j in range(before - 1, -1, -1):
+        node = block[j]
+        if isinstance(node, Op) and value in node.defines():
+            return j + 1
+        if isinstance(node, LoopBlock) and value in _loop_exposes(node):
+            return j + 1
+        if isinstance(node, Transfer) and node.value == value and node.target == rank and node.part != "send":
+            return j + 1
+    return 0
+
+
+def _loop_exposes(loop: LoopBlock) -> set[str]:
+    return {y.exposed for y in loop.yields} | {name for name, _ in loop.carries} | _body_defs(loop.body)
+
+
+def _only_transfers_between(block: list[Node], start: int, end: int) -> bool:
+    """Nothing but transfers between: moving the SEND changes no overlap, keep the schedule as it is."""
+    return all(isinstance(n, Transfer) for n in block[start:end])
 
 
 def _body_defs(body: list[Node]) -> set[str]:

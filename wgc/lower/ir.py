@@ -135,6 +135,9 @@ class Transfer:
     tag: str
     src: Src
     kv: tuple[str, str] | None = None  # (component, label)
+    # "both": SEND and RECV at this point; "send" / "recv": the two halves of one transfer whose SEND
+    # was hoisted to just after the value became available (comm.py), the RECV staying at its use
+    part: str = "both"
 
 
 Step = Op | LoopBlock | Transfer

@@ -52,9 +52,9 @@ def _transfer(t: Transfer, rank: int) -> Instr | None:
         if rank == t.target:
             return KvRecv(t.kv[0], t.kv[1], t.source, t.tag, t.src)
         return None
-    if rank == t.source:
+    if rank == t.source and t.part != "recv":
         return Send(t.value, t.target, t.tag, t.src)
-    if rank == t.target:
+    if rank == t.target and t.part != "send":
         return Recv(t.value, t.source, t.tag, t.src)
     return None
 
