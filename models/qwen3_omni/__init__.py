@@ -1,3 +1,4 @@
 """Qwen3-Omni (Qwen/Qwen3-Omni-30B-A3B-Instruct): text, audio, images and video in; text and speech out."""
 
+from wgc.models.qwen3_omni.audio import AudioEncoder as AudioEncoder
 from wgc.models.qwen3_omni.code2wav import Code2Wav as Code2Wav
