@@ -185,3 +185,13 @@ def test_warm_up_resets_the_counters() -> None:
     enc.warm_up(lines.append)
     assert lines and enc.counters() == {"clips": 0, "tokens": 0, "forwards": 0}
     assert "AuT 1 layers x 32" in enc.describe()
+
+
+def test_the_30b_tower_has_the_checkpoint_names_and_shapes() -> None:
+    c = AudioConfig()
+    with torch.device("meta"):
+        ours = AudioTower(c)
+        hf = Qwen3OmniMoeAudioEncoder._from_config(Qwen3OmniMoeAudioEncoderConfig(**c.hf_config()))
+    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in hf.state_dict().items()}
+    assert AudioConfig.from_hf(c.hf_config()) == dataclasses.replace(c, name="checkpoint")
+    assert ours.proj2.out_features == 2048 and ours.conv_out.in_features == 480 * 16
