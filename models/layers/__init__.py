@@ -5,6 +5,7 @@ SwiGLU experts, embedding and LM head, and the Llama decoder built from them."""
 from wgc.models.layers.attention import SelfAttention
 from wgc.models.layers.config import LlamaConfig
 from wgc.models.layers.embedding import Embedding, LMHead
+from wgc.models.layers.init import init_random
 from wgc.models.layers.llama import LlamaBlock, LlamaModel, load_hf_state_dict
 from wgc.models.layers.mlp import SwiGLU
 from wgc.models.layers.moe import SparseMoE
@@ -24,6 +25,7 @@ __all__ = [
     "SparseMoE",
     "SwiGLU",
     "apply_rotary",
+    "init_random",
     "inverse_frequencies",
     "llama3_scale",
     "load_hf_state_dict",

@@ -1,13 +1,22 @@
-"""Rotary position embeddings (half-split, as Llama), with Llama-3 frequency scaling.
+"""Rotary position embeddings (half-split, as Llama), with Llama-3 frequency scaling, and multimodal
+rotary embeddings (M-RoPE) as Qwen3-VL / Qwen3-Omni interleave them.
 
 Llama-3 scaling (Hugging Face `_compute_llama3_parameters`): with original context C, wavelengths
 shorter than C / high_freq_factor keep their frequency, longer than C / low_freq_factor are
 divided by `factor`, and those in between interpolate smoothly.
+
+M-RoPE (`mrope_section` = (t, h, w) frequency counts, summing to head_dim / 2): each token has three
+positions (time, height, width; all equal for text, so text alone is plain RoPE) and each frequency
+rotates by one of them. Interleaved, as transformers' `Qwen3OmniMoeThinkerTextRotaryEmbedding`
+recomposes them (its `interleaved` config flag is not read: always interleaved): frequency j takes h
+when j % 3 == 1 and j < 3·h, w when j % 3 == 2 and j < 3·w, else t. ([24, 20, 20] over 64
+frequencies: h at 1, 4, .., 58, w at 2, 5, .., 59, t at the other 24.) Not Qwen2-VL's chunked layout.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,13 +47,30 @@ def llama3_scale(inv_freq: Tensor, s: Llama3Scaling) -> Tensor:
     return torch.where(wavelen < context / s.high_freq_factor, inv_freq, scaled)  # [head_dim / 2]
 
 
-class RotaryEmbedding(nn.Module):
-    """cos/sin tables for given positions (any shape), in float32, cast to the activations' dtype."""
+def mrope_axes(section: Sequence[int]) -> Tensor:
+    """Which position (0 t, 1 h, 2 w) each of the sum(section) frequencies rotates by (interleaved)."""
+    t, h, w = section
+    j = torch.arange(t + h + w)  # [head_dim / 2]
+    axis = torch.zeros_like(j)
+    axis[(j % 3 == 1) & (j < 3 * h)] = 1
+    axis[(j % 3 == 2) & (j < 3 * w)] = 2
+    return axis  # [head_dim / 2] int64
 
-    def __init__(self, head_dim: int, theta: float, scaling: Llama3Scaling | None = None) -> None:
+
+class RotaryEmbedding(nn.Module):
+    """cos/sin tables for given positions (any shape), in float32, cast to the activations' dtype.
+    With `mrope_section`, positions are [3, ...] (t, h, w per token) and the tables [..., head_dim]."""
+
+    def __init__(self, head_dim: int, theta: float, scaling: Llama3Scaling | None = None,
+                 mrope_section: Sequence[int] | None = None) -> None:
         super().__init__()
         self._exact = inverse_frequencies(head_dim, theta, scaling)  # float32, never cast
         self.register_buffer("inv_freq", self._exact.clone(), persistent=False)
+        self.mrope = mrope_section is not None
+        if mrope_section is not None:
+            if len(mrope_section) != 3 or sum(mrope_section) * 2 != head_dim:
+                raise ValueError(f"mrope_section {list(mrope_section)} must be 3 counts summing to {head_dim // 2}")
+            self.register_buffer("axis", mrope_axes(mrope_section), persistent=False)  # [head_dim / 2]
 
     def _apply(self, fn: Any, recurse: bool = True) -> RotaryEmbedding:
         """`model.to(torch.bfloat16)` casts every floating buffer: the frequencies would be rounded to
@@ -54,7 +80,12 @@ class RotaryEmbedding(nn.Module):
         return self
 
     def forward(self, positions: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-        freqs = positions[..., None].float() * self.inv_freq  # [..., head_dim / 2]
+        freqs = positions[..., None].float() * self.inv_freq  # [..., head_dim / 2] ([3, ...] with M-RoPE)
+        if self.mrope:
+            if positions.dim() == 0 or positions.shape[0] != 3:
+                raise ValueError(f"M-RoPE takes positions [3, ...] (t, h, w), found {list(positions.shape)}")
+            pick = self.axis.expand(1, *freqs.shape[1:])  # [1, ..., head_dim / 2]
+            freqs = freqs.gather(0, pick)[0]  # [..., head_dim / 2]: each frequency from its axis
         angles = torch.cat([freqs, freqs], dim=-1)  # [..., head_dim]
         return angles.cos().to(dtype), angles.sin().to(dtype)  # each [..., head_dim]
 

@@ -54,6 +54,23 @@ class KVComponent(Component):
     def label_of(self, call: Call) -> str:
         return call.label or self.default_label()
 
+    def waves(self, calls: list[Call], run: Callable[[list[Call]], list[Any]]) -> list[Any]:
+        """`run` over waves in which each (request, label) appears once (normally one wave: a label
+        written twice in one step would see neither write), the results in the calls' order."""
+        out: list[Any] = [None] * len(calls)
+        pending = list(range(len(calls)))
+        while pending:
+            seen: set[tuple[int, str]] = set()
+            wave, later = [], []
+            for i in pending:
+                key = (calls[i].request, self.label_of(calls[i]))
+                (later if key in seen else wave).append(i)
+                seen.add(key)
+            for i, value in zip(wave, run([calls[i] for i in wave])):
+                out[i] = value
+            pending = later
+        return out
+
     # ---- the scheduler's questions ---------------------------------------------------------
 
     def demands(self, entry: str, calls: list[Call]) -> list[Demand] | None:
