@@ -2,5 +2,6 @@
 
 from wgc.models.qwen3_omni.audio import AudioEncoder as AudioEncoder
 from wgc.models.qwen3_omni.code2wav import Code2Wav as Code2Wav
+from wgc.models.qwen3_omni.talker import Talker as Talker
 from wgc.models.qwen3_omni.thinker import Thinker as Thinker
 from wgc.models.qwen3_omni.vision import VisionEncoder as VisionEncoder
