@@ -195,3 +195,12 @@ def test_the_30b_tower_has_the_checkpoint_names_and_shapes() -> None:
     assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in hf.state_dict().items()}
     assert AudioConfig.from_hf(c.hf_config()) == dataclasses.replace(c, name="checkpoint")
     assert ours.proj2.out_features == 2048 and ours.conv_out.in_features == 480 * 16
+
+
+def test_the_thinker_reads_what_the_encoder_returns() -> None:
+    from wgc.models.qwen3_omni.config import ThinkerConfig
+    from wgc.models.qwen3_omni.thinker_media import parse
+
+    media = parse(AudioEncoder.tiny(spec(), 0, "cpu").encode([Call(0, "", (clip(1.5),))])[0],
+                  ThinkerConfig.preset("tiny"))
+    assert media.kind == "audio" and media.embeds.shape == (20, 64) and media.grid is None

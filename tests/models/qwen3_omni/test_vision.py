@@ -205,3 +205,17 @@ def test_warm_up_resets_the_counters() -> None:
     enc.warm_up(lines.append)
     assert lines and enc.counters() == {"images": 0, "videos": 0, "tokens": 0, "forwards": 0}
     assert "deepstack [0, 1]" in enc.describe()
+
+
+def test_the_thinker_reads_what_the_encoder_returns() -> None:
+    """The contract with thinker.prefill_embeds (thinker_media.py): grid, deepstack levels, time step."""
+    from wgc.models.qwen3_omni.config import ThinkerConfig
+    from wgc.models.qwen3_omni.thinker_media import parse
+
+    enc = VisionEncoder.tiny(spec(), 0, "cpu")
+    thinker = ThinkerConfig.preset("tiny")
+    still = parse(enc.encode_image([Call(0, "", (image(100, 60),))])[0], thinker)
+    assert (still.kind, still.grid, tuple(still.deepstack.shape)) == ("image", (1, 3, 2), (2, 6, 64))
+    frames = {"frames": torch.stack([image(64, 64, s) for s in range(5)]), "fps": 1.0}
+    clip = parse(enc.encode_video([Call(0, "", (frames,))])[0], thinker)
+    assert (clip.kind, clip.grid, clip.second_per_grid) == ("video", (3, 2, 2), 2.0)
