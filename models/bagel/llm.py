@@ -233,7 +233,7 @@ class LanguageModel(KVComponent):
                     self._prompts.pop((c.request, self.label_of(c)), None)
             return [None if done else PARTIAL for done in prepared.final]
 
-        return self._waves(calls, run)
+        return self.waves(calls, run)
 
     def decode(self, calls: list[Call]) -> list[Any]:
         def run(wave: list[Call]) -> list[Any]:
@@ -251,7 +251,7 @@ class LanguageModel(KVComponent):
             self.stats["tokens_out"] += len(wave)
             return [self.map.from_model(t) for t in drawn]
 
-        return self._waves(calls, run)
+        return self.waves(calls, run)
 
     def text_logits(self, writes: list[Write]) -> Tensor:
         """Write each item's chunk of model-id tokens (und, causal): the logits at the last row each
@@ -283,7 +283,7 @@ class LanguageModel(KVComponent):
             self._step(writes, "prefix", True, lambda p: self._block_rows(middles, gen_middle))
             return [None] * len(wave)
 
-        return self._waves(calls, run)
+        return self.waves(calls, run)
 
     def init_latents(self, calls: list[Call]) -> list[Any]:
         out = []
@@ -316,7 +316,7 @@ class LanguageModel(KVComponent):
             blocks = hidden.split([n + 2 for n in sizes])  # each [n + 2, hidden]
             return [self.adapter.velocity(b[1:-1]).to(self.out_dtype) for b in blocks]  # each [n, 64]
 
-        return self._waves(calls, run)
+        return self.waves(calls, run)
 
     def _latent_ids(self, call: Call, n: int) -> Tensor:
         seq = self.kv.seq(call.request, self.label_of(call))
@@ -336,22 +336,6 @@ class LanguageModel(KVComponent):
         return x.to(self.torch_device, self.dtype)
 
     # ---- batching, per-request state -----------------------------------------------------------
-
-    def _waves(self, calls: list[Call], run: Callable[[list[Call]], list[Any]]) -> list[Any]:
-        """`run` over waves in which each (request, label) appears once (normally one wave)."""
-        out: list[Any] = [None] * len(calls)
-        pending = list(range(len(calls)))
-        while pending:
-            seen: set[tuple[int, str]] = set()
-            wave, later = [], []
-            for i in pending:
-                key = (calls[i].request, self.label_of(calls[i]))
-                (later if key in seen else wave).append(i)
-                seen.add(key)
-            for i, value in zip(wave, run([calls[i] for i in wave])):
-                out[i] = value
-            pending = later
-        return out
 
     def release(self, request: int) -> None:
         self.kv.release(request)

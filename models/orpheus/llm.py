@@ -53,7 +53,7 @@ from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import PARTIAL, Call, CallError
 from wgc.runtime.engines.attention import AttentionBackend, KVStorage
 from wgc.runtime.engines.decode_graphs import GRAPH_CONTEXT
-from wgc.runtime.engines.kv_component import KVComponent
+from wgc.runtime.engines.kv_component import KVComponent, in_waves
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, KVExhausted, Prepared, Write, kv_budget
 from wgc.runtime.engines.kv_pages import PageAllocator
 from wgc.runtime.engines.plan_ahead import PlanAhead
@@ -295,19 +295,8 @@ class LanguageModel(KVComponent):
             raise CallError(call.request, error)
 
     def _run(self, rows: list[Row], fresh: bool) -> list[Any]:
-        out: list[Any] = [None] * len(rows)
-        pending = list(range(len(rows)))
-        while pending:  # waves in which each (request, label) appears once (normally one wave)
-            seen: set[tuple[int, str]] = set()
-            wave, later = [], []
-            for i in pending:
-                key = rows[i][:2]
-                (later if key in seen else wave).append(i)
-                seen.add(key)
-            for i, token in zip(wave, self._wave([rows[i] for i in wave], fresh)):
-                out[i] = token
-            pending = later
-        return out
+        """`_wave` over waves in which each (request, label) appears once (normally one wave)."""
+        return in_waves(rows, lambda row: row[:2], lambda wave: self._wave(wave, fresh))
 
     def _wave(self, rows: list[Row], fresh: bool) -> list[Any]:
         writes = [Write(r, lab, toks, len(toks), budget) for r, lab, toks, _, budget in rows]

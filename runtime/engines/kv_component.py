@@ -9,8 +9,8 @@ release, preemption, counters, the pages a call needs and the limits it can neve
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 from torch import nn
 from wgc.runtime.component import Call, Component
@@ -18,6 +18,25 @@ from wgc.runtime.engines.capture_report import CaptureReport
 from wgc.runtime.engines.decode_graphs import DecodeGraphs, DecodeStep
 from wgc.runtime.engines.kv_engine import KVCacheEngine
 from wgc.runtime.worker.scheduler import Demand
+
+T = TypeVar("T")
+
+
+def in_waves(items: list[T], key: Callable[[T], Hashable], run: Callable[[list[T]], list[Any]]) -> list[Any]:
+    """`run` over waves of `items` in which each key appears once, the results in the items' order."""
+    out: list[Any] = [None] * len(items)
+    pending = list(range(len(items)))
+    while pending:
+        seen: set[Hashable] = set()
+        wave, later = [], []
+        for i in pending:
+            k = key(items[i])
+            (later if k in seen else wave).append(i)
+            seen.add(k)
+        for i, value in zip(wave, run([items[i] for i in wave])):
+            out[i] = value
+        pending = later
+    return out
 
 
 class KVComponent(Component):
@@ -57,19 +76,7 @@ class KVComponent(Component):
     def waves(self, calls: list[Call], run: Callable[[list[Call]], list[Any]]) -> list[Any]:
         """`run` over waves in which each (request, label) appears once (normally one wave: a label
         written twice in one step would see neither write), the results in the calls' order."""
-        out: list[Any] = [None] * len(calls)
-        pending = list(range(len(calls)))
-        while pending:
-            seen: set[tuple[int, str]] = set()
-            wave, later = [], []
-            for i in pending:
-                key = (calls[i].request, self.label_of(calls[i]))
-                (later if key in seen else wave).append(i)
-                seen.add(key)
-            for i, value in zip(wave, run([calls[i] for i in wave])):
-                out[i] = value
-            pending = later
-        return out
+        return in_waves(calls, lambda c: (c.request, self.label_of(c)), run)
 
     # ---- the scheduler's questions ---------------------------------------------------------
 
