@@ -103,10 +103,12 @@ class Talker(KVComponent):
 
     def _dtype(self) -> torch.dtype:
         """The walk's dtype (bf16) on CUDA, float32 on CPU; the tiny preset computes in float64 on CPU,
-        so that a batch's shape never changes a sampled code (each request's frames alone and batched)."""
-        if self.torch_device.type == "cuda":
+        so that a batch's shape never changes a sampled code (each request's frames alone and batched),
+        and in float32 on CUDA (the torch attention path: FlashInfer takes no 16-wide heads)."""
+        tiny = self.config.name == "tiny"
+        if self.torch_device.type == "cuda" and not tiny:
             return _DTYPES.get(str(self.spec.attrs.get("dtype", "bf16")), torch.bfloat16)
-        return torch.float64 if self.config.name == "tiny" else torch.float32
+        return torch.float64 if tiny and self.torch_device.type == "cpu" else torch.float32
 
     # ---- what the scheduler asks -------------------------------------------------------------
 
@@ -266,14 +268,13 @@ class Talker(KVComponent):
             with torch.no_grad():
                 residual[going] = self.model.code_predictor.generate(h[going], self.model.model.codec_embedding(c0[going]),
                                                                      pick)
-        out = []
+        heads = torch.where(c0 == c.codec_eos, self.eos_out, c0)  # [B]: the walk's codec EOS
+        out = torch.cat([heads[:, None], residual], dim=1).cpu()  # [B, 16] int64
         for k, (seq, code) in enumerate(zip(seqs, c0.tolist())):
-            seq.data["codes"] = [*seq.data["codes"], code]
+            seq.data["codes"] = [*seq.data["codes"], code]  # a new list: a checkpoint may hold the old one
             seq.data["frames"] = frames[k] + 1
-            head = self.eos_out if code == c.codec_eos else code
-            out.append(torch.cat([torch.tensor([head]), residual[k].cpu()]))  # [16] int64
         self.stats["frames_out"] += len(wave)
-        return out
+        return list(out.unbind(0))  # each [16]
 
     def _talker_params(self, call: Call) -> SamplingParams:
         """Codebook 0's sampling from the call's (temperature, top_k, repetition_penalty), its args 2..4."""

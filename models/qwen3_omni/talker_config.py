@@ -146,7 +146,8 @@ class TalkerConfig:
             predictor=predictor, codec_pad=talker["codec_pad_id"], codec_bos=talker["codec_bos_id"],
             codec_eos=talker["codec_eos_token_id"], codec_nothink=talker["codec_nothink_id"],
             codec_think_bos=talker["codec_think_bos_id"], codec_think_eos=talker["codec_think_eos_id"],
-            speakers=tuple(sorted((k.lower(), int(v)) for k, v in talker["speaker_id"].items())), thinker=thinker,
+            speakers=tuple(sorted(((k.lower(), int(v)) for k, v in talker["speaker_id"].items()), key=lambda s: s[1])),
+            thinker=thinker,
             norm_topk_prob=bool(text.get("norm_topk_prob", True)), norm_eps=text.get("rms_norm_eps", 1e-6),
             rope_theta=_theta(text), mrope_section=tuple(rope.get("mrope_section", (24, 20, 20))),  # type: ignore[arg-type]
             max_positions=text.get("max_position_embeddings", 65536))
