@@ -10,6 +10,9 @@
     plan_schemas.py  request models derived from the plan's params
     validation.py    pydantic's validation errors as ApiErrors
     errors.py        ApiError, the OpenAI error shape, the table of stable codes
+    limits.py        the request limits ([serve], --limit) and the media budget, checked before the work
+    context.py       prompt tokens and max_tokens against the model's positions and the KV pool
+    offload.py       blocking request work (decoding, templates, tokens) on a few threads, off the loop
     admission.py     running slots, a bounded queue, 429 with Retry-After
     capacity.py      how many slots: --max-running, the KV pools the ranks report, or max_batch
     lease.py         a request's slots and runtime requests, released in the background

@@ -18,11 +18,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from wgc.runtime.api import DoneEvent, OutputEvent, RequestEvent
 from wgc.runtime.http.audio import to_pcm16, wav_file
-from wgc.runtime.http.chat_input import chat_params, chat_pieces, choice_seeds, wants_audio
+from wgc.runtime.http.chat_input import chat_params, chat_pieces, chat_size, choice_seeds, wants_audio
 from wgc.runtime.http.choice import TextChoice
 from wgc.runtime.http.errors import ApiError
 from wgc.runtime.http.lease import Lease
-from wgc.runtime.http.prompt import Piece, prompt_tokens, to_request
+from wgc.runtime.http.limits import check_chars, check_count, check_stop
+from wgc.runtime.http.prompt import count_prompt, to_request
 from wgc.runtime.http.running import Running
 from wgc.runtime.http.service import Service
 from wgc.runtime.http.streaming import SSE_DONE, guarded, json_response, merged, prefetched, sse, stream_response
@@ -38,11 +39,11 @@ class Delta:
 class ChatRun:
     """The n choices of one completion as their events arrive."""
 
-    def __init__(self, service: Service, body: Any, pieces: list[Piece], n: int, max_tokens: int | None) -> None:
-        stops = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+    def __init__(self, service: Service, body: Any, stops: list[str], prompt_tokens: int, n: int,
+                 max_tokens: int | None) -> None:
         self.choices = [TextChoice(i, service.tokenizer, service.end_ids, stops, max_tokens) for i in range(n)]
         self.pcm = [bytearray() for _ in range(n)]
-        self.prompt_tokens = prompt_tokens(service.tokenizer, pieces)
+        self.prompt_tokens = prompt_tokens
         self.audio_format = getattr(getattr(body, "audio", None), "format", "wav")
         self.sample_rate = service.sample_rate()
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
@@ -98,16 +99,36 @@ class ChatRun:
                 "choices": [{"index": d.index, "delta": d.delta, "finish_reason": d.finish, "logprobs": None}]}
 
 
-async def chat_completions(service: Service, request: Request, body: Any) -> Response:
-    service.check("chat", body.model)
-    pieces = chat_pieces(service.caps, service.template, body.messages, service.options.media)
-    audio = wants_audio(body)
-    params = service.params(chat_params(service.caps, body))
-    per_choice = [service.params(p) for p in choice_seeds(service.caps, params, body.n)]
+def _prepare(service: Service, body: Any, stops: list[str], params: dict[str, Any], explicit: bool,
+             audio: bool) -> tuple[ChatRun, dict[str, Any]]:
+    """The blocking part (off the event loop): template, token counts and their check (which may lower
+    a default max_tokens in `params`), media decoded."""
+    counted: list[int] = []
+
+    def check(texts: list[str]) -> None:
+        counted.append(count_prompt(service.tokenizer, service.context, texts, params, explicit, "messages"))
+
+    pieces = chat_pieces(service.caps, service.template, body.messages, service.limits, check)
     fields = {**to_request(service.caps, service.tokenizer, pieces, "messages"),
               "outputs": ["text", "audio"] if audio else ["text"]}
-    run = ChatRun(service, body, pieces, body.n, params.get("max_tokens"))
+    return ChatRun(service, body, stops, counted[0], body.n, params.get("max_tokens")), fields
+
+
+async def chat_completions(service: Service, request: Request, body: Any) -> Response:
+    service.check("chat", body.model)
+    limits = service.limits
+    parts, images, chars = chat_size(body.messages)
+    check_count(parts, limits.max_parts, "max_parts", "content parts", "messages")
+    check_count(images, limits.max_images, "max_images", "images", "messages")
+    check_chars(chars, service.max_prompt_chars, "messages")
+    stops = check_stop(body.stop, limits)
+    service.check_n(body.n)
+    audio = wants_audio(body)
+    given = chat_params(service.caps, body)
+    params = service.params(given)
     deadline = service.deadline(body.timeout)
+    run, fields = await service.offload.run(_prepare, service, body, stops, params, "max_tokens" in given, audio)
+    per_choice = [service.params(p) for p in choice_seeds(service.caps, params, body.n)]
     lease = Lease(service)
     requests = [{"params": p, **fields} for p in per_choice]
 

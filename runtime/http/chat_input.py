@@ -3,33 +3,53 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from wgc.runtime.http.capabilities import Capabilities
 from wgc.runtime.http.errors import ApiError
-from wgc.runtime.http.media import MediaLimits, decode_base64, decode_media, decode_wav, parse_data_url
+from wgc.runtime.http.limits import Limits, MediaBudget
+from wgc.runtime.http.media import Encoded, decode_base64, encoded, parse_data_url
 from wgc.runtime.http.plan_schemas import CHAT_FIELDS, VOICE_PARAMS
 from wgc.runtime.http.prompt import Piece
 from wgc.runtime.http.schemas import AudioPart, AudioUrlPart, ImagePart, TextPart
 from wgc.runtime.http.template import ChatTemplate, check_text, sentinel
 
 
-def _medium(caps: Capabilities, part: Any, param: str, limits: MediaLimits) -> Piece:
+def _medium(caps: Capabilities, part: Any, param: str, limits: Limits) -> Encoded:
+    """A media part's bytes (base64 read, type checked), not yet decoded."""
     kind = "image" if isinstance(part, ImagePart) else "audio"
     if not caps.slot.takes(kind):
         raise ApiError("unsupported_value", f"model `{caps.model}` takes no {kind} input", param)
     if isinstance(part, AudioPart):
         if part.input_audio.format != "wav":
             raise ApiError("unsupported_value", f"{param}: audio must be WAV (found {part.input_audio.format})", param)
-        return Piece("audio", decode_wav(decode_base64(part.input_audio.data, param, limits), param, limits))
+        return encoded("audio", "audio/wav", decode_base64(part.input_audio.data, param, limits.media), param)
     url = part.image_url.url if isinstance(part, ImagePart) else part.audio_url.url
-    mime, data = parse_data_url(url, param, limits)
-    return Piece(kind, decode_media(kind, mime, data, param, limits, None))
+    mime, data = parse_data_url(url, param, limits.media)
+    return encoded(kind, mime, data, param)
 
 
-def chat_pieces(caps: Capabilities, template: ChatTemplate, messages: list[Any],
-                limits: MediaLimits) -> list[Piece]:
-    media: list[Piece] = []
+def chat_size(messages: list[Any]) -> tuple[int, int, int]:
+    """(content parts, images, characters of text) over all messages: cheap, read before any work."""
+    parts = images = chars = 0
+    for m in messages:
+        if isinstance(m.content, str):
+            chars += len(m.content)
+        elif m.content is not None:
+            parts += len(m.content)
+            images += sum(isinstance(p, ImagePart) for p in m.content)
+            chars += sum(len(p.text) for p in m.content if isinstance(p, TextPart))
+    return parts, images, chars
+
+
+def chat_pieces(caps: Capabilities, template: ChatTemplate, messages: list[Any], limits: Limits,
+                before_decoding: Callable[[list[str]], None] | None = None) -> list[Piece]:
+    """The prompt in order: the template's text and the decoded media. The media are admitted from
+    their headers (limits.MediaBudget) and `before_decoding` sees the rendered text (to count and
+    check its tokens) before any medium is decoded."""
+    budget = MediaBudget(limits)
+    media: list[Encoded] = []
     rendered: list[dict[str, Any]] = []
     for mi, m in enumerate(messages):
         if m.content is None or isinstance(m.content, str):
@@ -41,12 +61,15 @@ def chat_pieces(caps: Capabilities, template: ChatTemplate, messages: list[Any],
                 if isinstance(part, TextPart):
                     pieces.append(check_text(part.text, param))
                 elif isinstance(part, ImagePart | AudioPart | AudioUrlPart):
-                    media.append(_medium(caps, part, param, limits))
+                    media.append(budget.admit(_medium(caps, part, param, limits)))
                     pieces.append(sentinel(len(media) - 1))
             text = "".join(pieces)
         rendered.append({"role": m.role, "content": text, **({"name": m.name} if m.name else {})})
-    parts = template.render(rendered, [p.kind for p in media])
-    return [Piece("text", p.text) if p.kind == "text" else media[p.media] for p in parts]
+    parts = template.render(rendered, [e.kind for e in media])
+    if before_decoding is not None:
+        before_decoding([p.text for p in parts if p.kind == "text"])
+    decoded = [budget.decode(e) for e in media]
+    return [Piece("text", p.text) if p.kind == "text" else Piece(p.kind, decoded[p.media]) for p in parts]
 
 
 def wants_audio(body: Any) -> bool:

@@ -18,6 +18,10 @@ CODES: dict[str, tuple[int, str, str]] = {
     "unsupported_value": (400, "invalid_request_error", "a value this route or model does not support"),
     "invalid_media": (400, "invalid_request_error", "a data URL, base64 payload or media file that cannot be read"),
     "template_error": (400, "invalid_request_error", "the chat template failed on these messages"),
+    "limit_exceeded": (400, "invalid_request_error", "more parts, images, stop strings, choices or prompt text "
+                       "than the server's limits allow (the message names the limit)"),
+    "context_length_exceeded": (400, "invalid_request_error", "the prompt, or the prompt and max_tokens, exceed "
+                                "the model's positions or the KV pool"),
     "invalid_api_key": (401, "authentication_error", "a missing or wrong Bearer API key"),
     "route_not_supported": (404, "not_found_error", "this model's plan cannot serve this route"),
     "model_not_found": (404, "not_found_error", "no model of that name is served here"),

@@ -60,14 +60,15 @@ class FrontDoor:
                 return 401, json_bytes(error_body("invalid_api_key", "a valid `Authorization: Bearer <key>` header "
                                                                      "is required")), {"WWW-Authenticate": "Bearer"}
         length = headers.get(b"content-length", b"")
-        limit = self.service.options.max_body_bytes
+        limit = self.service.limits.max_body_bytes
         if length.isdigit() and int(length) > limit:
             return 413, json_bytes(error_body("request_too_large", f"the body is {int(length):,} bytes, more than "
-                                                                   f"the {limit:,} this server accepts")), {}
+                                              f"the {limit:,} this server accepts (the server's limit "
+                                              "`max_body_bytes`)")), {}
         return None
 
     def _limited(self, receive: Receive) -> Receive:
-        limit = self.service.options.max_body_bytes
+        limit = self.service.limits.max_body_bytes
         seen = [0]
 
         async def limited() -> Message:
@@ -75,7 +76,8 @@ class FrontDoor:
             if message["type"] == "http.request":
                 seen[0] += len(message.get("body", b""))
                 if seen[0] > limit:
-                    raise HTTPException(413, f"the body is more than the {limit:,} bytes this server accepts")
+                    raise HTTPException(413, f"the body is more than the {limit:,} bytes this server accepts "
+                                             "(the server's limit `max_body_bytes`)")
             return message
 
         return limited

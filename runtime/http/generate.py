@@ -22,30 +22,52 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 from wgc.runtime.api import DoneEvent, OutputEvent, RequestEvent
+from wgc.runtime.http.capabilities import TEXT_TYPES
 from wgc.runtime.http.choice import token_ids
 from wgc.runtime.http.detok import Detokenizer
 from wgc.runtime.http.errors import ApiError
 from wgc.runtime.http.lease import Lease
+from wgc.runtime.http.limits import MediaBudget, check_chars, check_count
+from wgc.runtime.http.prompt import count_prompt
 from wgc.runtime.http.service import Service
 from wgc.runtime.http.streaming import guarded, json_bytes, json_response, prefetched, stream_response
-from wgc.runtime.http.values import value_in, value_out
+from wgc.runtime.http.values import decoded, value_in, value_out
 
 
-def _inputs(service: Service, body: Any) -> dict[str, Any]:
-    limits = service.options.media
+def _inputs(service: Service, body: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The runtime request (off the event loop): values read, media admitted together then decoded,
+    the prompt's text counted and checked (context.py) before any medium is decoded."""
+    budget = MediaBudget(service.limits)
     types = {name: ty.split("[", 1)[0] for name, ty in service.caps.slot.inputs}
-    parts = [{"kind": p.kind, "payload": value_in(p.data, p.kind, f"parts[{i}].data", limits)}
+    parts = [{"kind": p.kind, "payload": value_in(p.data, p.kind, f"parts[{i}].data", budget)}
              for i, p in enumerate(body.parts)]
     inputs = {}
+    texts = [p["payload"] for p in parts if p["kind"] == "text" and isinstance(p["payload"], str)]
     for name, value in body.inputs.items():
         kind = types.get(name, "")
         if kind == "tokens" and isinstance(value, str):
             inputs[name] = service.tokenizer.encode(value)
+            texts.append(value)
         else:
-            inputs[name] = value_in(value, kind, f"inputs.{name}", limits)
-    return {"params": service.params(body.params.model_dump(exclude_none=True) if body.params else {}),
-            "task": body.task, "parts": parts, "inputs": inputs, "outputs": list(body.outputs),
+            inputs[name] = value_in(value, kind, f"inputs.{name}", budget)
+            if kind == "text" and isinstance(value, str):
+                texts.append(value)
+    explicit = body.params is not None and body.params.model_dump(exclude_none=True).get("max_tokens") is not None
+    count_prompt(service.tokenizer, service.context, texts, params, explicit, "parts")
+    return {"params": params, "task": body.task, "outputs": list(body.outputs),
+            "parts": [{**p, "payload": decoded(p["payload"], budget)} for p in parts],
+            "inputs": {name: decoded(v, budget) for name, v in inputs.items()},
             "input_modalities": body.input_modalities, "think": body.think}
+
+
+def _check_size(service: Service, body: Any) -> None:
+    """Counts and characters, read from the body before any work."""
+    check_count(len(body.parts) + len(body.inputs), service.limits.max_parts, "max_parts", "parts and inputs",
+                "parts")
+    types = {name: ty.split("[", 1)[0] for name, ty in service.caps.slot.inputs}
+    chars = sum(len(p.data) for p in body.parts if p.kind == "text" and isinstance(p.data, str))
+    chars += sum(len(v) for k, v in body.inputs.items() if types.get(k) in TEXT_TYPES and isinstance(v, str))
+    check_chars(chars, service.max_prompt_chars, "parts")
 
 
 class EventLines:
@@ -76,8 +98,10 @@ class EventLines:
 
 async def generate(service: Service, request: Request, body: Any) -> Response:
     service.check("generate", body.model)
-    fields = _inputs(service, body)
+    _check_size(service, body)
+    params = service.params(body.params.model_dump(exclude_none=True) if body.params else {})
     deadline = service.deadline(body.timeout)
+    fields = await service.offload.run(_inputs, service, body, params)
     lines = EventLines(service, body.tensor_encoding)
     gen_id = f"gen-{uuid.uuid4().hex}"
     head = {"type": "start", "id": gen_id, "model": service.plan.model}

@@ -24,9 +24,10 @@ from wgc.runtime.api import OutputEvent
 from wgc.runtime.http.chat_input import choice_seeds
 from wgc.runtime.http.errors import ApiError
 from wgc.runtime.http.lease import Lease
-from wgc.runtime.http.media import decode_image
+from wgc.runtime.http.limits import Limits, MediaBudget, check_chars, check_count
+from wgc.runtime.http.media import Encoded
 from wgc.runtime.http.png import encode_png, to_pixels
-from wgc.runtime.http.prompt import Piece, to_request
+from wgc.runtime.http.prompt import Piece, count_prompt, to_request
 from wgc.runtime.http.service import Service
 from wgc.runtime.http.streaming import guarded, json_response, merged
 from wgc.runtime.http.template import check_text
@@ -86,11 +87,13 @@ async def generations(service: Service, request: Request, body: Any, images: lis
     if getattr(body, "seed", None) is not None:
         given["seed"] = body.seed
     params = service.params(given)
+    check_chars(len(body.prompt), service.max_prompt_chars, "prompt")
+    service.check_n(body.n)
     per_choice = choices(service, params, body.n)
     pieces = [*(Piece("image", i) for i in images or []), Piece("text", check_text(body.prompt, "prompt"))]
-    fields = {**to_request(service.caps, service.tokenizer, pieces, "prompt"), "outputs": ["image"]}
-    size = (int(params.get("width", 256)), int(params.get("height", 256)))
     deadline = service.deadline(body.timeout)
+    fields = await service.offload.run(_prepare, service, pieces)
+    size = (int(params.get("width", 256)), int(params.get("height", 256)))
 
     async def whole() -> Response:
         out: list[list[bytes]] = [[] for _ in per_choice]
@@ -100,7 +103,7 @@ async def generations(service: Service, request: Request, body: Any, images: lis
             runnings = await lease.open(body.n, deadline, [{"params": p, **fields} for p in per_choice])
             async for i, event in merged(runnings):
                 if isinstance(event, OutputEvent) and event.modality == "image":
-                    png, shape = _png(event.payload, size)
+                    png, shape = await service.offload.run(_png, event.payload, size)
                     out[i].append(png)
                     shapes.append(shape)
         finally:
@@ -110,6 +113,13 @@ async def generations(service: Service, request: Request, body: Any, images: lis
                               "size": "{}x{}".format(*(shapes[0] if shapes else size))})
 
     return await guarded(request, whole())
+
+
+def _prepare(service: Service, pieces: list[Piece]) -> dict[str, Any]:
+    """The blocking part (off the event loop): the prompt's token count and its check, tokenised inputs."""
+    count_prompt(service.tokenizer, service.context, [p.payload for p in pieces if p.kind == "text"], {}, False,
+                 "prompt")
+    return {**to_request(service.caps, service.tokenizer, pieces, "prompt"), "outputs": ["image"]}
 
 
 def _png(payload: Any, size: tuple[int, int]) -> tuple[bytes, tuple[int, int]]:
@@ -126,14 +136,15 @@ async def edits(service: Service, request: Request) -> Response:
     why = service.caps.unsupported("edits")
     if why is not None:
         raise ApiError("route_not_supported", why)
-    limits = service.options.media
+    limits = service.limits
     try:
-        form = await request.form(max_files=16, max_fields=64)
+        form = await request.form(max_files=limits.max_images + 1, max_fields=64)  # one more, to name the limit
     except (ValueError, KeyError, AssertionError) as err:  # python-multipart's parse errors
         raise ApiError("invalid_json", f"the body is not a valid multipart form: {err}") from None
     files = [f for key in ("image", "image[]") for f in form.getlist(key) if isinstance(f, UploadFile)]
     if not files:
         raise ApiError("invalid_request", "an edit needs at least one `image` file", "image")
+    check_count(len(files), limits.max_images, "max_images", "images", "image")
     fields: dict[str, Any] = {}
     params: dict[str, Any] = {}
     for key, value in form.multi_items():
@@ -155,13 +166,21 @@ async def edits(service: Service, request: Request) -> Response:
         body = service.models.images.model_validate(fields)
     except ValidationError as err:
         raise validation_error(service.plan, err.errors()) from None
-    images = []
+    uploads = []
     for i, f in enumerate(files):
-        data = await f.read(limits.max_bytes + 1)
-        if len(data) > limits.max_bytes:
-            raise ApiError("media_too_large", f"image {i}: more than {limits.max_bytes:,} bytes", "image")
-        images.append(decode_image(data, f"image[{i}]", limits))
-    return await generations(service, request, body, images)
+        data = await f.read(limits.max_media_bytes + 1)
+        if len(data) > limits.max_media_bytes:
+            raise ApiError("media_too_large", f"image[{i}]: more than {limits.max_media_bytes:,} bytes (the server's "
+                           "limit `max_media_bytes`)", "image")
+        uploads.append(Encoded("image", f.content_type or "", data, f"image[{i}]"))
+    return await generations(service, request, body, await service.offload.run(_decoded, limits, uploads))
+
+
+def _decoded(limits: Limits, uploads: list[Encoded]) -> list[Any]:
+    """The uploaded images, admitted together from their headers, then decoded."""
+    budget = MediaBudget(limits)
+    admitted = [budget.admit(u) for u in uploads]
+    return [budget.decode(e) for e in admitted]
 
 
 def _typed(kind: str, text: str) -> Any:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model
 from wgc.runtime.http.capabilities import Capabilities
+from wgc.runtime.http.limits import Limits
 from wgc.runtime.http.schemas import AudioPart, AudioUrlPart, ImagePart, Lenient, StreamOptions, Strict, TextPart
 
 from wgc.plan.model import ParamSpec
@@ -86,7 +87,20 @@ def _message(name: str, caps: Capabilities) -> type[BaseModel]:
                         content=(str | list[part] | None, None), name=(str | None, None))
 
 
-def build(caps: Capabilities, max_choices: int) -> PlanModels:
+def _bounded_n(max_choices: int) -> Any:
+    """`n`: its bound is a server limit, documented here and enforced by the route (400 naming it)."""
+    return Annotated[StrictInt, Field(ge=1, json_schema_extra={"maximum": max_choices}), BeforeValidator(_integral)]
+
+
+def _stop(limits: Limits) -> Any:
+    """`stop`: a string or a list of them; their count and length are server limits, documented here and
+    enforced by the route (400 naming the limit), not by validation."""
+    one = Annotated[str, Field(json_schema_extra={"maxLength": limits.max_stop_chars})]
+    return one | Annotated[list[one], Field(json_schema_extra={"maxItems": limits.max_stop})] | None  # type: ignore[valid-type]
+
+
+def build(caps: Capabilities, max_choices: int, limits: Limits | None = None) -> PlanModels:
+    limits = limits or Limits()
     name = "".join(part.capitalize() for part in caps.model.split("_"))
     fields = {p.name: (param_type(p) | None, Field(None, description=_describe(p))) for p in caps.params.values()}
     params = create_model(f"{name}Params", __base__=Strict, **fields)  # type: ignore[call-overload]
@@ -102,8 +116,8 @@ def build(caps: Capabilities, max_choices: int) -> PlanModels:
     }
     return PlanModels(
         params=params,
-        chat=create_model(f"{name}ChatRequest", __base__=Strict, **_chat(name, caps, max_choices, chat_audio),
-                          **common),
+        chat=create_model(f"{name}ChatRequest", __base__=Strict,
+                          **_chat(name, caps, max_choices, chat_audio, limits), **common),
         chat_audio=chat_audio,
         speech=create_model(f"{name}SpeechRequest", __base__=Strict, **_speech(caps, voice_type), **common),
         images=create_model(f"{name}ImageRequest", __base__=Strict, **_images(caps, max_choices), **common),
@@ -111,13 +125,14 @@ def build(caps: Capabilities, max_choices: int) -> PlanModels:
     )
 
 
-def _chat(name: str, caps: Capabilities, max_choices: int, chat_audio: type[BaseModel]) -> dict[str, Any]:
+def _chat(name: str, caps: Capabilities, max_choices: int, chat_audio: type[BaseModel],
+          limits: Limits) -> dict[str, Any]:
     chat: dict[str, Any] = {
         "messages": (list[_message(name, caps)], Field(..., min_length=1)),
         "stream": (bool, False),
         "stream_options": (StreamOptions | None, None),
-        "n": (json_int(ge=1, le=max_choices), 1),
-        "stop": (str | Annotated[list[str], Field(max_length=4)] | None, None),
+        "n": (_bounded_n(max_choices), 1),
+        "stop": (_stop(limits), None),
         "user": (str | None, None),
     }
     limit = caps.param("max_tokens")
@@ -153,7 +168,7 @@ def _speech(caps: Capabilities, voice_type: Any) -> dict[str, Any]:
 def _images(caps: Capabilities, max_choices: int) -> dict[str, Any]:
     images: dict[str, Any] = {
         "prompt": (str, Field(..., min_length=1)),
-        "n": (json_int(ge=1, le=max_choices), 1),
+        "n": (_bounded_n(max_choices), 1),
         "size": (Annotated[str, Field(pattern=SIZE_PATTERN)] | None, None),
         "response_format": (Literal["b64_json"] | None, None),
         "output_format": (Literal["png"] | None, None),

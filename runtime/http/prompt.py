@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wgc.runtime.http.capabilities import TEXT_TYPES, Capabilities
+from wgc.runtime.http.context import Context
 from wgc.runtime.http.errors import ApiError
 from wgc.runtime.http.tokenizer import Tokenizer
 
@@ -42,6 +43,13 @@ def to_request(caps: Capabilities, tokenizer: Tokenizer, pieces: list[Piece], pa
     return {"inputs": inputs}
 
 
-def prompt_tokens(tokenizer: Tokenizer, pieces: list[Piece]) -> int:
-    """Tokens of the prompt's text (media have no token count the frontend could know)."""
-    return sum(len(tokenizer.encode(p.payload)) for p in pieces if p.kind == "text")
+def count_prompt(tokenizer: Tokenizer, context: Context, texts: list[str], params: dict[str, Any], explicit: bool,
+                 param: str) -> int:
+    """Tokens of the prompt's text (media have no token count the frontend could know), checked
+    against the model's positions and KV pool with the params' `max_tokens` (context.py), which is
+    lowered in `params` when it was the plan's default and the prompt leaves less."""
+    tokens = sum(len(tokenizer.encode(t)) for t in texts)
+    limit = context.check(tokens, params.get("max_tokens"), explicit, param)
+    if limit is not None:
+        params["max_tokens"] = limit
+    return tokens

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from wgc.runtime.api import HealthReport, RankDownError, RequestError, Runtime, StartupLine, request_spec
@@ -21,13 +21,16 @@ from wgc.runtime.http import capacity as sizing
 from wgc.runtime.http import plan_schemas
 from wgc.runtime.http.admission import Admission, Capacity, Full, TooWide
 from wgc.runtime.http.capabilities import Capabilities
+from wgc.runtime.http.context import Context
 from wgc.runtime.http.errors import ApiError
-from wgc.runtime.http.media import MediaLimits
+from wgc.runtime.http.limits import CHARS_PER_POSITION, DEFAULT_PROMPT_CHARS, Limits, check_count
+from wgc.runtime.http.media import configure_pillow
 from wgc.runtime.http.metrics import Metrics
+from wgc.runtime.http.offload import Offload
 from wgc.runtime.http.outputs import OutputFormats
 from wgc.runtime.http.running import Running
 from wgc.runtime.http.template import ChatTemplate
-from wgc.runtime.http.tokenizer import Tokenizer, chat_template
+from wgc.runtime.http.tokenizer import ByteTokenizer, Tokenizer, chat_template
 
 from wgc.plan.model import Plan
 from wgc.settings import DEFAULT_EXPECTED_CONTEXT
@@ -43,8 +46,7 @@ class ServeOptions:
     capacity: Capacity | None = None  # None: from the KV pools, else max_batch (see capacity.py)
     expected_context: int = DEFAULT_EXPECTED_CONTEXT  # KV tokens per request and label (capacity.py)
     request_timeout: float = 600.0  # seconds, queue wait included; a request may ask for less
-    max_body_bytes: int = 64 * 1024 * 1024
-    media: MediaLimits = field(default_factory=MediaLimits)
+    limits: tuple[tuple[str, int | float], ...] = ()  # --limit NAME=VALUE, over the plan's [serve] (limits.py)
     ready_timeout: float = 120.0
     allow_modules: tuple[str, ...] | None = None  # module prefixes for component classes (process/modules.py)
 
@@ -57,10 +59,17 @@ class Service:
         self.sizing = sizing.from_option(options.capacity) if options.capacity else sizing.from_max_batch(plan)
         # `n`'s bound in the request models is fixed here: the slots may change once the KV pools are
         # known, and a request wider than the slots then is refused by `admitted`.
-        self.max_choices = self.sizing.capacity.max_running
-        self.models = plan_schemas.build(self.caps, self.max_choices)
+        self.limits = Limits.of(plan.settings, dict(options.limits))
+        configure_pillow(self.limits.max_image_pixels)
+        self.max_choices = min(self.sizing.capacity.max_running, self.limits.max_n or self.sizing.capacity.max_running)
+        self.models = plan_schemas.build(self.caps, self.max_choices, self.limits)
         formats = OutputFormats.of(self.caps, options.fake)
         self.tokenizer: Tokenizer = formats.tokenizer
+        self.context = Context(plan, self.limits.max_prompt_tokens,
+                               counts=options.fake or not isinstance(self.tokenizer, ByteTokenizer))
+        self.max_prompt_chars = self.limits.max_prompt_chars or (
+            CHARS_PER_POSITION * self.context.positions.tokens if self.context.positions else DEFAULT_PROMPT_CHARS)
+        self.offload = Offload()
         self.template = ChatTemplate(chat_template(self.tokenizer), getattr(self.tokenizer, "bos_token", "") or "",
                                      getattr(self.tokenizer, "eos_token", "") or "")
         self.end_ids = formats.end_ids
@@ -91,6 +100,7 @@ class Service:
     def observe(self, report: HealthReport) -> None:
         """Size the slots from the KV pools the ranks report, once they do (then they stay); an
         explicit capacity is never changed."""
+        self.context.observe(report)
         if self.sizing.source != "max_batch":
             return
         found = sizing.from_kv_pools(self.plan, report, self.options.expected_context)
@@ -134,6 +144,9 @@ class Service:
         if model is not None and model != self.plan.model:
             raise ApiError("model_not_found", f"model `{model}` is not served here (this server serves "
                                               f"`{self.plan.model}`)", "model")
+
+    def check_n(self, n: int) -> None:
+        check_count(n, self.max_choices, "max_n", "choices", "n")
 
     def params(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Plan params, type- and bound-checked (defaults filled in)."""

@@ -18,8 +18,9 @@ from starlette.responses import Response
 from wgc.runtime.api import OutputEvent, RequestEvent
 from wgc.runtime.http.audio import to_pcm16, wav_file, wav_header
 from wgc.runtime.http.lease import Lease
+from wgc.runtime.http.limits import check_chars
 from wgc.runtime.http.plan_schemas import VOICE_PARAMS
-from wgc.runtime.http.prompt import Piece, to_request
+from wgc.runtime.http.prompt import Piece, count_prompt, to_request
 from wgc.runtime.http.service import Service
 from wgc.runtime.http.streaming import guarded, prefetched, sse, stream_response
 from wgc.runtime.http.template import check_text
@@ -27,7 +28,8 @@ from wgc.runtime.http.template import check_text
 MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm"}
 
 
-def speech_params(service: Service, body: Any) -> dict[str, Any]:
+def speech_params(service: Service, body: Any) -> tuple[dict[str, Any], bool]:
+    """The plan params (checked, defaults filled), and whether the client gave max_tokens."""
     given: dict[str, Any] = body.params.model_dump(exclude_none=True) if body.params is not None else {}
     voice = service.caps.param(*VOICE_PARAMS)
     if voice is not None:
@@ -35,15 +37,22 @@ def speech_params(service: Service, body: Any) -> dict[str, Any]:
     for field in ("speed", "instructions"):
         if getattr(body, field, None) is not None:
             given[field] = getattr(body, field)
-    return service.params(given)
+    return service.params(given), "max_tokens" in given
+
+
+def _prepare(service: Service, text: str, params: dict[str, Any], explicit: bool) -> dict[str, Any]:
+    """The blocking part (off the event loop): the token count and its check (which may lower a
+    default max_tokens in `params`), tokenised inputs."""
+    count_prompt(service.tokenizer, service.context, [text], params, explicit, "input")
+    return {**to_request(service.caps, service.tokenizer, [Piece("text", text)], "input"), "outputs": ["audio"]}
 
 
 async def speech(service: Service, request: Request, body: Any) -> Response:
     service.check("speech", body.model)
-    params = speech_params(service, body)
-    fields = {**to_request(service.caps, service.tokenizer, [Piece("text", check_text(body.input, "input"))],
-                           "input"), "outputs": ["audio"]}
+    check_chars(len(body.input), service.max_prompt_chars, "input")
+    params, explicit = speech_params(service, body)
     deadline = service.deadline(body.timeout)
+    fields = await service.offload.run(_prepare, service, check_text(body.input, "input"), params, explicit)
     rate = service.sample_rate()
     headers = {"X-Sample-Rate": str(rate)}
     lease = Lease(service)

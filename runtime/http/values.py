@@ -13,7 +13,8 @@ import base64
 from typing import Any
 
 from wgc.runtime.http.errors import ApiError
-from wgc.runtime.http.media import MediaLimits, decode_base64, decode_media, parse_data_url
+from wgc.runtime.http.limits import MediaBudget
+from wgc.runtime.http.media import Encoded, MediaLimits, decode_base64, encoded, parse_data_url
 
 DTYPES = {"f32": "float32", "float32": "float32", "f64": "float64", "float64": "float64", "f16": "float16",
           "float16": "float16", "bf16": "bfloat16", "bfloat16": "bfloat16", "i64": "int64", "int64": "int64",
@@ -53,16 +54,22 @@ def _tensor(obj: dict[str, Any], param: str, limits: MediaLimits) -> Any:
     return torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
 
 
-def value_in(value: Any, kind: str, param: str, limits: MediaLimits) -> Any:
-    """A JSON value as the walk receives it, for an input or part of `kind` (its base type)."""
+def value_in(value: Any, kind: str, param: str, budget: MediaBudget) -> Any:
+    """A JSON value as the walk receives it, for an input or part of `kind` (its base type). A medium
+    comes back admitted but not decoded (an Encoded: `decoded` turns it into a tensor), so that all a
+    request's media are measured before any is decoded."""
     if isinstance(value, dict) and "dtype" in value:
-        return _tensor(value, param, limits)
+        return _tensor(value, param, budget.limits.media)
     if kind in MEDIA and isinstance(value, str):
-        mime, data = parse_data_url(value, param, limits)
-        return decode_media(kind, mime, data, param, limits, None)
+        mime, data = parse_data_url(value, param, budget.limits.media)
+        return budget.admit(encoded(kind, mime, data, param))
     if kind == "text" and not isinstance(value, str):
         raise ApiError("invalid_request", f"{param}: a text part's data must be a string", param)
     return value
+
+
+def decoded(value: Any, budget: MediaBudget) -> Any:
+    return budget.decode(value) if isinstance(value, Encoded) else value
 
 
 def value_out(payload: Any, encoding: str) -> dict[str, Any]:

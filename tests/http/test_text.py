@@ -81,3 +81,31 @@ def test_the_template_renders_in_a_sandbox_and_keeps_media_in_order() -> None:
     dropping = ChatTemplate("{% for m in messages %}x{% endfor %}")
     with pytest.raises(ApiError, match="dropped or repeated"):
         dropping.render([{"role": "user", "content": sentinel(0)}], ["image"])
+
+
+def test_a_long_stop_string_costs_linear_time() -> None:
+    """Each pushed character costs amortised O(1) whatever the stop string's length (an automaton), so
+    a 1 MiB stop string is as cheap as a short one: the old search of the held tail at every token
+    grew with the square of its length."""
+    import time
+
+    stop = "a" * 2**20
+    m = StopMatcher([stop])
+    t = time.perf_counter()
+    out = [m.push("a") for _ in range(20_000)] + [m.push("b")]
+    assert time.perf_counter() - t < 0.5
+    assert "".join(out) == "a" * 20_000 + "b" and not m.stopped
+    m = StopMatcher(["ab" * 1000])
+    assert m.push("ab" * 999 + "a") == "" and m.push("b!") == "" and m.stopped
+
+
+@given(st.text(alphabet="ab", max_size=30), st.lists(st.text(alphabet="ab", min_size=1, max_size=4), min_size=1,
+                                                      max_size=3), st.integers(1, 4))
+def test_several_stop_strings_cut_where_the_first_one_completes(text: str, stops: list[str], k: int) -> None:
+    m, out = StopMatcher(stops), []
+    for i in range(0, len(text), k):
+        out.append(m.push(text[i:i + k]))
+    out.append(m.finish())
+    end = next((e for e in range(1, len(text) + 1) if any(text[:e].endswith(s) for s in stops)), None)
+    cut = text if end is None else text[:end - max(len(s) for s in stops if text[:end].endswith(s))]
+    assert "".join(out) == cut and m.stopped == (end is not None)

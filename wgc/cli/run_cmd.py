@@ -22,6 +22,7 @@ has one line per file; a request's error goes to stderr.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -245,6 +246,19 @@ def _http_options(fake: bool, api_key: str | None, max_running: int | None, max_
                         ready_timeout=ready_timeout, expected_context=expected_context(), allow_modules=allow_modules)
 
 
+def _serve_limits(given: tuple[str, ...]) -> tuple[tuple[str, int | float], ...]:
+    """--limit NAME=VALUE values, parsed (runtime/http/limits.py); ValueError names a bad one."""
+    from wgc.runtime.http.limits import parse_limit
+
+    out = []
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--limit {item}: expected NAME=VALUE, such as max_images=4")
+        out.append((name.strip(), parse_limit(name.strip(), value.strip())))
+    return tuple(out)
+
+
 def _api_key(given: str | None, key_file: str | None) -> str | None:
     """The Bearer key: --api-key-file, --api-key (which warns: a command line is visible to every user
     of the machine) or WGC_API_KEY; None for none. ValueError, one line, for a key that cannot be read."""
@@ -335,11 +349,14 @@ async def _until_signal(work: Any) -> int:
               help="Import component classes only from modules under PREFIX (repeatable; default: wgc.models and "
                    "the placement's [serve] allow_modules). A plan naming any other module is refused before "
                    "anything is imported.")
+@click.option("--limit", "limits", multiple=True, metavar="NAME=VALUE",
+              help="With --serve: a request limit, over the placement's [serve] table (repeatable), e.g. "
+                   "max_images=4, max_body_bytes=16MiB, max_audio_seconds=60 (docs/http.md, Limits).")
 def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str | None, ready_timeout: float,
         serve_at: str | None,
         api_key_file: str | None, api_key: str | None, max_running: int | None, max_queued: int | None,
         request_timeout: float,
-        allow_modules: tuple[str, ...]) -> None:
+        allow_modules: tuple[str, ...], limits: tuple[str, ...]) -> None:
     """Start a coordinator and one worker process per rank; run requests; print their events as NDJSON."""
     import asyncio  # here, not at the top: `wgc check` imports this module and must start fast
 
@@ -366,6 +383,9 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str |
 
             address = Address.parse(serve_at)
             options = _http_options(fake, _api_key(api_key, api_key_file), max_running, max_queued, request_timeout, ready_timeout, prefixes)
+            options = dataclasses.replace(options, limits=_serve_limits(limits))
+        elif limits:
+            raise ValueError("--limit needs --serve")
     except ValueError as err:
         click.echo(f"wgc: {err}", err=True)
         sys.exit(EXIT_USAGE)

@@ -135,4 +135,5 @@ def setting_rows(program: ast.Program, placement: Placement) -> list[Setting]:
     rows.append(Setting("cluster.device", placement.cluster.device, "placement"))
     if placement.serve.allow_modules:  # read by `wgc run` (runtime/process/modules.py)
         rows.append(Setting("serve.allow_modules", ",".join(placement.serve.allow_modules), "placement"))
+    rows.extend(Setting(f"serve.{name}", value, "placement") for name, value in placement.serve.limits)  # limits.py
     return sorted(rows, key=lambda r: r.key)

@@ -13,6 +13,7 @@ from wgc.placement.facts import ProgramFacts
 from wgc.placement.fields import Ctx
 from wgc.placement.keys import TOP, read_table
 from wgc.placement.schema import Placement, Serve
+from wgc.placement.serve_limits import limits_of
 
 
 def build_placement(root: Node, facts: ProgramFacts, file: str, sources: tuple[str, ...], ctx: Ctx) -> Placement | None:
@@ -35,7 +36,8 @@ def build_placement(root: Node, facts: ProgramFacts, file: str, sources: tuple[s
     ordered = tuple(comps[name] for name in facts.components if name in comps)
     serve = top.table("serve")
     modules = serve.get("allow_modules", ()) if serve is not None else ()
-    return Placement(file, sources, model, cluster, ordered, walks, streams, transport, Serve(tuple(modules)))
+    return Placement(file, sources, model, cluster, ordered, walks, streams, transport,
+                     Serve(tuple(modules), limits_of(serve)))
 
 
 def _norm(name: str) -> str:

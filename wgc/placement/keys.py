@@ -28,6 +28,7 @@ from wgc.placement.fields import (
     string,
     suggest,
 )
+from wgc.placement.serve_limits import LIMIT_KEYS
 from wgc.placement.tables import (
     DEVICE_KINDS,
     INTER_HOST,
@@ -226,6 +227,7 @@ TRANSPORT: Spec = {
 
 SERVE: Spec = {
     "allow_modules": Key(module_list),  # module prefixes `wgc run` may import component classes from
+    **{name: Key(read) for name, read in LIMIT_KEYS.items()},  # request limits of the HTTP frontend
 }
 
 # The top level. `extends` is consumed by `extends.py` before the schema is applied; `cluster`
