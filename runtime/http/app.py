@@ -25,12 +25,13 @@ from wgc.runtime.http.openapi import BINARY, ERRORS, NDJSON, SSE, customise, mul
 from wgc.runtime.http.schemas import ChatCompletion, HealthStatus, ImagesResponse, ModelCard, ModelList
 from wgc.runtime.http.service import Service
 from wgc.runtime.http.streaming import ClientGone, json_response
-from wgc.runtime.http.validation import validation_error
+from wgc.runtime.http.validation import text_error, validation_error
 
 from wgc import __version__
 
 log = logging.getLogger("wgc.http")
 Endpoint = Callable[[Service, Request, Any], Awaitable[Response]]
+INLINE_BYTES = 64 * 1024  # a body this small is checked for text on the event loop (a thread hop costs more)
 _HTTP_CODES = {400: "invalid_json", 401: "invalid_api_key", 404: "not_found", 405: "method_not_allowed",
                413: "request_too_large", 422: "validation_error"}
 
@@ -50,6 +51,11 @@ def build_app(service: Service) -> FastAPI:
 def _post(app: FastAPI, service: Service, path: str, route: str, endpoint: Endpoint, model: type,
           response: dict[int | str, Any], **kw: Any) -> None:
     async def handler(request: Request, body: Any) -> Response:
+        length = request.headers.get("content-length", "")
+        small = length.isdigit() and int(length) < INLINE_BYTES
+        err = text_error(body) if small else await service.offload.run(text_error, body)
+        if err is not None:  # before any route code: no tokenizer or encoder meets a lone surrogate
+            raise err
         return await endpoint(service, request, body)
 
     handler.__signature__ = inspect.Signature([  # type: ignore[attr-defined]

@@ -1,9 +1,12 @@
-"""Validation errors (pydantic's) as ApiErrors: the first one, with the field it concerns."""
+"""Validation errors (pydantic's) as ApiErrors: the first one, with the field it concerns; and text
+that is not Unicode (a lone surrogate, which JSON's \\ud800 escape can carry) found before any
+tokenizer or encoder meets it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
 from wgc.runtime.http.errors import ApiError
 
 from wgc.plan.model import Plan
@@ -27,3 +30,45 @@ def validation_error(plan: Plan, errors: Any) -> ApiError:
         return ApiError("unsupported_parameter", f"`{where}` is not supported by model `{plan.model}`: "
                         "its plan has no use for it", where)
     return ApiError("validation_error", f"{where}: {first.get('msg', 'invalid')}", where)
+
+
+def text_error(body: Any) -> ApiError | None:
+    """The first string in `body` (a validated model, its lists, dicts and their keys) that holds a
+    lone surrogate, as a 400 naming its field; None when all text is valid. Iterative (nesting as deep
+    as the JSON parser allows costs no recursion); numbers are skipped without a path being built."""
+    stack: list[tuple[str, Any]] = [("", body)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            err = None if value.isascii() else _surrogate(where or "body", value)
+            if err is not None:
+                return err
+            continue
+        if isinstance(value, BaseModel):
+            items: Any = ((f".{k}", getattr(value, k)) for k in type(value).model_fields)
+        elif isinstance(value, list | tuple):
+            items = ((f"[{i}]", v) for i, v in enumerate(value) if isinstance(v, _NESTED))
+        elif isinstance(value, dict):
+            items = (pair for k, v in value.items() for pair in ((" (a key)", k), (f".{k}", v)))
+        else:
+            continue
+        stack.extend(reversed([((where + key).lstrip("."), v) for key, v in items]))
+    return None
+
+
+_NESTED = (str, list, tuple, dict, BaseModel)
+
+
+def _surrogate(where: str, text: str) -> ApiError | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        shown = _printable(where)
+        return ApiError("invalid_request", f"{shown}: a lone surrogate U+{ord(text[err.start]):04X} at character "
+                        f"{err.start} is not text (send UTF-8, or a \\u escape pair)", shown)
+    return None
+
+
+def _printable(where: str) -> str:
+    """A field path fit for a message: a dict key may itself hold a surrogate."""
+    return where.encode("utf-8", "backslashreplace").decode("ascii", "replace")[:200]

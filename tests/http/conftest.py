@@ -21,6 +21,16 @@ def bagel_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def qwen3_omni_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_plan(tmp_path_factory.mktemp("plans"), ROOT / "models" / "qwen3_omni.walk")
+
+
+@pytest.fixture(scope="session")
+def orpheus_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_plan(tmp_path_factory.mktemp("plans"), ROOT / "models" / "orpheus.walk")
+
+
+@pytest.fixture(scope="session")
 def toy(toy_plan: Path) -> Iterator[Server]:
     """The toy model with an API key and room for 64 requests at once."""
     server = Server(toy_plan, "--api-key", API_KEY, "--max-running", "64", "--max-queued", "64")
