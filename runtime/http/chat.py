@@ -20,7 +20,6 @@ from wgc.runtime.api import DoneEvent, OutputEvent, RequestEvent
 from wgc.runtime.http.audio import to_pcm16, wav_file
 from wgc.runtime.http.chat_input import chat_params, chat_pieces, chat_size, choice_seeds, wants_audio
 from wgc.runtime.http.choice import TextChoice
-from wgc.runtime.http.errors import ApiError
 from wgc.runtime.http.lease import Lease
 from wgc.runtime.http.limits import check_chars, check_count, check_stop
 from wgc.runtime.http.prompt import count_prompt, to_request
@@ -157,19 +156,16 @@ async def chat_completions(service: Service, request: Request, body: Any) -> Res
     runnings, events = await guarded(request, opened())
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return stream_response(_sse(run, runnings, events, service.plan.model, include_usage), lease,
-                           service.metrics, "chat", "text/event-stream")
+                           service.metrics, "chat", "text/event-stream", error_frame=lambda err: sse(err.body()))
 
 
 async def _sse(run: ChatRun, runnings: list[Running], events: Any, model: str, include_usage: bool) -> Any:
-    try:
-        async for i, event in events:
-            for d in run.on_event(i, event):
-                yield sse(run.chunk(model, d))
-            if run.choices[i].finish is not None:
-                runnings[i].stop()
-    except ApiError as err:
-        yield sse(err.body())
-        return
+    """The chunks; an error after the first is one `data: {"error": ...}` event (stream_response)."""
+    async for i, event in events:
+        for d in run.on_event(i, event):
+            yield sse(run.chunk(model, d))
+        if run.choices[i].finish is not None:
+            runnings[i].stop()
     if include_usage:
         yield sse({"id": run.id, "object": "chat.completion.chunk", "created": run.created, "model": model,
                    "choices": [], "usage": run.usage()})

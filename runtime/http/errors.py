@@ -40,17 +40,28 @@ CODES: dict[str, tuple[int, str, str]] = {
 }
 
 
+MAX_MESSAGE = 1000  # characters of a message: one that echoes a client's value is cut there
+MAX_PARAM = 200
+
+
+def clipped(text: str, limit: int = 64) -> str:
+    """A client's value as a message shows it: at most `limit` characters, then an ellipsis."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 class ApiError(Exception):
-    """An error answer: its code (a key of CODES), a one-line message, the field it concerns."""
+    """An error answer: its code (a key of CODES), a one-line message, the field it concerns. Both are
+    cut to a bounded length, so no client value comes back in full, however large."""
 
     def __init__(self, code: str, message: str, param: str | None = None,
                  headers: Mapping[str, str] | None = None) -> None:
         if code not in CODES:
             raise ValueError(f"unknown error code {code!r}")
+        message = clipped(message, MAX_MESSAGE)
         super().__init__(message)
         self.code = code
         self.message = message
-        self.param = param
+        self.param = None if param is None else clipped(param, MAX_PARAM)
         self.headers = dict(headers or {})
 
     @property

@@ -25,7 +25,6 @@ from wgc.runtime.api import DoneEvent, OutputEvent, RequestEvent
 from wgc.runtime.http.capabilities import TEXT_TYPES
 from wgc.runtime.http.choice import token_ids
 from wgc.runtime.http.detok import Detokenizer
-from wgc.runtime.http.errors import ApiError
 from wgc.runtime.http.lease import Lease
 from wgc.runtime.http.limits import MediaBudget, check_chars, check_count
 from wgc.runtime.http.prompt import count_prompt
@@ -127,13 +126,12 @@ async def generate(service: Service, request: Request, body: Any) -> Response:
             raise
 
     events = await guarded(request, opened())
-    return stream_response(_ndjson(head, events, lines), lease, service.metrics, "generate", "application/x-ndjson")
+    return stream_response(_ndjson(head, events, lines), lease, service.metrics, "generate", "application/x-ndjson",
+                           error_frame=lambda err: json_bytes({"type": "error", **err.body()}) + b"\n")
 
 
 async def _ndjson(head: dict[str, Any], events: AsyncIterator[RequestEvent], lines: EventLines) -> AsyncIterator[bytes]:
+    """The lines; an error after the start line is one error line (stream_response)."""
     yield json_bytes(head) + b"\n"
-    try:
-        async for event in events:
-            yield json_bytes(lines.line(event)) + b"\n"
-    except ApiError as err:
-        yield json_bytes({"type": "error", **err.body()}) + b"\n"
+    async for event in events:
+        yield json_bytes(lines.line(event)) + b"\n"

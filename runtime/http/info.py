@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from starlette.responses import Response
-from wgc.runtime.http.errors import ApiError, error_body
+from wgc.runtime.http.errors import ApiError, clipped, error_body
 from wgc.runtime.http.service import Service
 from wgc.runtime.http.streaming import json_response
 
@@ -24,7 +24,7 @@ def models(service: Service) -> Response:
 
 def model(service: Service, model_id: str) -> Response:
     if model_id != service.plan.model:
-        raise ApiError("model_not_found", f"model `{model_id}` is not served here (this server serves "
+        raise ApiError("model_not_found", f"model `{clipped(model_id)}` is not served here (this server serves "
                                           f"`{service.plan.model}`)", "model")
     return json_response(model_card(service))
 

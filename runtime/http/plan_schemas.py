@@ -34,7 +34,8 @@ def _integral(value: Any) -> Any:
 def json_int(**bounds: Any) -> Any:
     """An integer with bounds (the bounds before the validator, so they reach the JSON schema)."""
     return Annotated[StrictInt, Field(**bounds), BeforeValidator(_integral)]
-_Timeout = Annotated[float | None, Field(None, ge=1, description="seconds (at least 1); at most the server's own timeout")]
+_Timeout = Annotated[StrictFloat | None, Field(None, ge=1, description="seconds (at least 1); at most the server's "
+                                                                        "own timeout")]
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def _chat(name: str, caps: Capabilities, max_choices: int, chat_audio: type[Base
           limits: Limits) -> dict[str, Any]:
     chat: dict[str, Any] = {
         "messages": (list[_message(name, caps)], Field(..., min_length=1)),
-        "stream": (bool, False),
+        "stream": (StrictBool, False),
         "stream_options": (StreamOptions | None, None),
         "n": (_bounded_n(max_choices), 1),
         "stop": (_stop(limits), None),
@@ -156,7 +157,7 @@ def _speech(caps: Capabilities, voice_type: Any) -> dict[str, Any]:
         "voice": (voice_type, ...),
         "response_format": (Literal["wav", "pcm"], "wav"),
         "stream_format": (Literal["audio", "sse"], "audio"),
-        "stream": (bool, Field(True, description="false: the whole file at once, with its length")),
+        "stream": (StrictBool, Field(True, description="false: the whole file at once, with its length")),
     }
     for field in ("speed", "instructions"):
         p = caps.param(field)

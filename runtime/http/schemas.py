@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 
 class Strict(BaseModel):
@@ -73,7 +73,7 @@ class AudioUrlPart(Lenient):
 
 
 class StreamOptions(Strict):
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class Usage(BaseModel):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,6 +48,12 @@ class Address:
         return f"http://{host}:{port}"
 
 
+def _no_cut_off_line(record: logging.LogRecord) -> bool:
+    """uvicorn's line for a response that never completed: streaming.stream_response cuts off a raw-audio
+    stream on purpose when it fails, and has logged why in its own line."""
+    return record.msg != "ASGI callable returned without completing response."
+
+
 class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:  # the caller handles signals
@@ -76,6 +83,7 @@ async def serve(plan: Plan, address: Address, options: ServeOptions, on_ready: C
     `on_progress` gets the ranks' start-up lines (Runtime.start)."""
     sock = bind(address)
     service = Service(plan, options)
+    logging.getLogger("uvicorn.error").addFilter(_no_cut_off_line)
     config = uvicorn.Config(build_app(service), log_config=None, access_log=False, lifespan="off",
                             timeout_graceful_shutdown=5, timeout_keep_alive=30)
     server = _Server(config)

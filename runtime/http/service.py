@@ -22,7 +22,7 @@ from wgc.runtime.http import plan_schemas
 from wgc.runtime.http.admission import Admission, Capacity, Full, TooWide
 from wgc.runtime.http.capabilities import Capabilities
 from wgc.runtime.http.context import Context
-from wgc.runtime.http.errors import ApiError
+from wgc.runtime.http.errors import ApiError, clipped
 from wgc.runtime.http.limits import CHARS_PER_POSITION, DEFAULT_PROMPT_CHARS, Limits, check_count
 from wgc.runtime.http.media import configure_pillow
 from wgc.runtime.http.metrics import Metrics
@@ -142,7 +142,7 @@ class Service:
         if why is not None:
             raise ApiError("route_not_supported", why)
         if model is not None and model != self.plan.model:
-            raise ApiError("model_not_found", f"model `{model}` is not served here (this server serves "
+            raise ApiError("model_not_found", f"model `{clipped(model)}` is not served here (this server serves "
                                               f"`{self.plan.model}`)", "model")
 
     def check_n(self, n: int) -> None:

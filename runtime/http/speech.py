@@ -79,7 +79,8 @@ async def speech(service: Service, request: Request, body: Any) -> Response:
 
     events = await guarded(request, opened())
     if body.stream_format == "sse":
-        return stream_response(_sse(events), lease, service.metrics, "speech", "text/event-stream", headers)
+        return stream_response(_sse(events), lease, service.metrics, "speech", "text/event-stream", headers,
+                               error_frame=lambda err: sse({"type": "error", **err.body()}))
     return stream_response(_bytes(events, body.response_format, rate), lease, service.metrics, "speech",
                            MEDIA_TYPES[body.response_format], headers)
 

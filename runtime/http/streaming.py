@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -20,11 +21,13 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from wgc.runtime.api import RequestEvent
+from wgc.runtime.http.errors import ApiError
 from wgc.runtime.http.lease import Lease
 from wgc.runtime.http.metrics import Metrics
 from wgc.runtime.http.running import Running
 
 T = TypeVar("T")
+log = logging.getLogger("wgc.http")
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -116,9 +119,26 @@ async def guarded(request: Request, work: Awaitable[T]) -> T:
             await watcher
 
 
+class _Aborted(Exception):
+    """The body failed after the response began and its format has no way to say so: cut it off."""
+
+
+class _Stream(StreamingResponse):
+    async def stream_response(self, send: Any) -> None:
+        try:
+            await super().stream_response(send)
+        except _Aborted:
+            pass  # no final chunk: the server closes the connection, so the client sees a cut-off body
+
+
 def stream_response(body: AsyncIterator[bytes], lease: Lease, metrics: Metrics, route: str, media_type: str,
-                    headers: dict[str, str] | None = None) -> StreamingResponse:
-    """A streaming response over `body`; the lease is released when it ends, however it ends."""
+                    headers: dict[str, str] | None = None,
+                    error_frame: Callable[[ApiError], bytes] | None = None) -> StreamingResponse:
+    """A streaming response over `body`; the lease is released when it ends, however it ends.
+
+    A body that fails after the response began ends with `error_frame(err)` (the route's error
+    event or line) or, for a format without one (raw audio), is cut off; either way one line is
+    logged (a bug's traceback once), never a "response already started" error from the server."""
 
     async def frames() -> AsyncIterator[bytes]:
         last = None
@@ -129,10 +149,19 @@ def stream_response(body: AsyncIterator[bytes], lease: Lease, metrics: Metrics, 
                     metrics.chunk_interval.labels(route).observe(now - last)
                 last = now
                 yield chunk
+        except Exception as err:  # the response has begun: end it in its own format
+            if isinstance(err, ApiError):
+                log.warning("wgc http: a %s stream ended early: %s (%s)", route, err.message, err.code)
+            else:
+                log.exception("wgc http: a %s stream failed", route)
+                err = ApiError("internal_error", f"internal error: {type(err).__name__}")
+            if error_frame is None:
+                raise _Aborted from None
+            yield error_frame(err)
         finally:
             lease.release()
 
-    return StreamingResponse(frames(), media_type=media_type, headers={**STREAM_HEADERS, **(headers or {})})
+    return _Stream(frames(), media_type=media_type, headers={**STREAM_HEADERS, **(headers or {})})
 
 
 async def prefetched(events: AsyncIterator[T]) -> AsyncIterator[T]:

@@ -1,5 +1,7 @@
 """A client's mistakes are 4xx naming the field, never a 500, and leave no traceback in the server's log:
-a lone surrogate in the text, an image header claiming 200 megapixels, a WAV cut inside a sample."""
+a lone surrogate in the text, an image header claiming 200 megapixels, a WAV cut inside a sample, a
+10 MB model name (echoed cut short), booleans written as "yes" or 0; a stream that fails after it began
+ends in its own format with one line in the log."""
 
 from __future__ import annotations
 
@@ -26,6 +28,12 @@ def omni(qwen3_omni_plan: Path) -> Iterator[Server]:
     yield server
     server.stop()
 
+
+@pytest.fixture(scope="module")
+def toy(toy_plan: Path) -> Iterator[Server]:
+    server = Server(toy_plan)
+    yield server
+    server.stop()
 
 
 def _post(server: Server, path: str, body: dict[str, Any]) -> httpx.Response:
@@ -79,3 +87,43 @@ def test_the_three_inputs_that_answered_500_are_4xx_naming_the_field(omni: Serve
         r = _post(omni, path, body)
         assert r.status_code in (400, 422) and r.json()["error"]["param"] in ("input", "parts[0].data"), r.text
     _no_traceback(omni)
+
+
+def test_a_10mb_model_name_is_not_echoed_in_full(omni: Server) -> None:
+    r = _chat(omni, "hi", model="m" * 10**7)
+    err = r.json()["error"]
+    assert r.status_code == 404 and err["code"] == "model_not_found"
+    assert len(r.content) < 2000 and "m" * 64 + "…`" in err["message"]
+    r = httpx.get(f"{omni.url}/v1/models/{'m' * 5000}")
+    assert r.status_code == 404 and len(r.content) < 2000
+
+
+def test_booleans_are_true_or_false_only(omni: Server) -> None:
+    for value in ("yes", 0, 1, "true"):
+        for path, body in (("/v1/chat/completions", {"model": "qwen3_omni", "stream": value,
+                                                     "messages": [{"role": "user", "content": "hi"}]}),
+                           ("/v1/audio/speech", {"model": "qwen3_omni", "voice": "Ethan", "input": "x",
+                                                 "stream": value}),
+                           ("/v1/generate", {"stream": value})):
+            r = _post(omni, path, body)
+            assert r.status_code == 422 and r.json()["error"]["param"] == "stream", (path, value, r.text)
+    r = _chat(omni, "hi", stream=True, stream_options={"include_usage": "yes"})
+    assert r.status_code == 422 and r.json()["error"]["param"] == "stream_options.include_usage"
+
+
+def test_a_stream_that_fails_mid_way_ends_in_its_format_with_one_log_line(toy: Server) -> None:
+    slow = {"timeout": 1, "params": {"delay_ms": 20, "max_tokens": 256}}  # ~5 s of tokens, cut at 1 s
+    chat = _post(toy, "/v1/chat/completions", {"model": "toy", "stream": True, "max_tokens": 256,
+                                               "messages": [{"role": "user", "content": "tell me " * 40}], **slow})
+    assert chat.status_code == 200 and '"code":"request_timeout"' in chat.text.splitlines()[-2]
+    ndjson = _post(toy, "/v1/generate", {"parts": [{"kind": "text", "data": "<|user|>" + "tell me " * 40}], **slow})
+    assert json.loads(ndjson.text.splitlines()[-1])["type"] == "error"
+    sse = _post(toy, "/v1/audio/speech", {"model": "toy", "voice": "alto", "input": "tell me " * 40,
+                                          "stream_format": "sse", **slow})
+    assert json.loads(sse.text.strip().splitlines()[-1][6:])["type"] == "error"
+    with pytest.raises(httpx.RemoteProtocolError):  # raw audio has no error frame: the body is cut off
+        _post(toy, "/v1/audio/speech", {"model": "toy", "voice": "alto", "input": "tell me " * 40, **slow})
+    lines = [line for line in toy.errors().splitlines() if "stream ended early" in line]
+    assert len(lines) == 4 and all("request_timeout" in line for line in lines)
+    _no_traceback(toy)
+    assert "without completing response" not in toy.errors()
