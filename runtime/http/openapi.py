@@ -7,7 +7,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from wgc.runtime.http.plan_schemas import SIZE_PATTERN
+from pydantic.json_schema import models_json_schema
+from wgc.runtime.http.plan_schemas import size_pattern
 from wgc.runtime.http.schemas import ErrorResponse
 from wgc.runtime.http.service import Service
 
@@ -47,7 +48,7 @@ def multipart_edit(service: Service) -> dict[str, Any]:
         "prompt": {"type": "string", "minLength": 1},
         "model": {"type": "string"},
         "n": {"type": "integer", "minimum": 1, "maximum": service.max_choices},
-        "size": {"type": "string", "pattern": SIZE_PATTERN},
+        "size": {"type": "string", "pattern": size_pattern(service.caps)},
         "response_format": {"type": "string", "enum": ["b64_json"]},
         "output_format": {"type": "string", "enum": ["png"]},
         "user": {"type": "string"},
@@ -60,7 +61,9 @@ def multipart_edit(service: Service) -> dict[str, Any]:
     props["model"]["examples"] = [service.plan.model]
     schema = {"type": "object", "required": ["model", "prompt", "image"], "properties": props,
               "additionalProperties": False}
-    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
+    encoding = {"image": {"contentType": "image/png, image/jpeg, image/webp"}}
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema,
+                                                                                  "encoding": encoding}}}}
 
 
 def _param_schema(p: ParamSpec) -> dict[str, Any]:
@@ -74,10 +77,26 @@ def _param_schema(p: ParamSpec) -> dict[str, Any]:
     return out
 
 
+def _exact(doc: dict[str, Any], service: Service) -> None:
+    """FastAPI's OpenAPI model holds every bound as a float, so an integer bound past 2**53 comes out
+    wrong (a seed's 9223372036854775807 as 2**63, which the route refuses): the request schemas and the
+    edit form again as pydantic and the plan give them, exactly."""
+    m = service.models
+    _, top = models_json_schema([(model, "validation") for model in (m.params, m.chat, m.chat_audio, m.speech,
+                                                                     m.images, m.generate)],
+                                ref_template="#/components/schemas/{model}")
+    schemas = doc.get("components", {}).get("schemas", {})
+    schemas.update({name: schema for name, schema in top.get("$defs", {}).items() if name in schemas})
+    edit = doc.get("paths", {}).get("/v1/images/edits", {}).get("post")
+    if edit is not None:
+        edit["requestBody"] = multipart_edit(service)["requestBody"]
+
+
 def customise(app: FastAPI, service: Service) -> dict[str, Any]:
     if app.openapi_schema is not None:
         return app.openapi_schema
     doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    _exact(doc, service)
     if service.options.api_key:
         doc.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = {
             "type": "http", "scheme": "bearer"}

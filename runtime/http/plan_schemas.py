@@ -11,19 +11,41 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    create_model,
+)
+from wgc.runtime.coordinator.request import Accepts
 from wgc.runtime.http.capabilities import Capabilities
 from wgc.runtime.http.limits import Limits
-from wgc.runtime.http.schemas import AudioPart, AudioUrlPart, ImagePart, Lenient, StreamOptions, Strict, TextPart
+from wgc.runtime.http.schemas import (
+    AUDIO_URL,
+    IMAGE_URL,
+    AudioPart,
+    AudioUrlPart,
+    ImagePart,
+    Lenient,
+    StreamOptions,
+    Strict,
+    TextPart,
+)
 
-from wgc.plan.model import ParamSpec
+from wgc.plan.model import ParamSpec, Plan
 
 # OpenAI field -> the plan params it maps to, first match wins
 CHAT_FIELDS = {"temperature": ("temperature",), "top_p": ("top_p",), "seed": ("seed",),
                "frequency_penalty": ("frequency_penalty",), "presence_penalty": ("presence_penalty",)}
 TOKEN_LIMITS = ("max_tokens", "max_completion_tokens")
 VOICE_PARAMS = ("voice", "speaker")
-SIZE_PATTERN = r"^(auto|[1-9][0-9]{0,4}x[1-9][0-9]{0,4})$"
+SIZE_PATTERN = r"^(auto|[1-9][0-9]{0,4}x[1-9][0-9]{0,4})$"  # a plan whose sizes are too many to list
+_LISTED_SIZES = 1024  # at most this many values of a dimension are spelled out in `size`'s pattern
 
 
 def _integral(value: Any) -> Any:
@@ -100,7 +122,9 @@ def _stop(limits: Limits) -> Any:
     return one | Annotated[list[one], Field(json_schema_extra={"maxItems": limits.max_stop})] | None  # type: ignore[valid-type]
 
 
-def build(caps: Capabilities, max_choices: int, limits: Limits | None = None) -> PlanModels:
+def build(caps: Capabilities, max_choices: int, limits: Limits | None = None, plan: Plan | None = None) -> PlanModels:
+    """The request models; with the plan, /v1/generate's also names the outputs, part kinds and named
+    inputs it takes (the runtime's own rules, coordinator/request.py)."""
     limits = limits or Limits()
     name = "".join(part.capitalize() for part in caps.model.split("_"))
     fields = {p.name: (param_type(p) | None, Field(None, description=_describe(p))) for p in caps.params.values()}
@@ -122,7 +146,7 @@ def build(caps: Capabilities, max_choices: int, limits: Limits | None = None) ->
         chat_audio=chat_audio,
         speech=create_model(f"{name}SpeechRequest", __base__=Strict, **_speech(caps, voice_type), **common),
         images=create_model(f"{name}ImageRequest", __base__=Strict, **_images(caps, max_choices), **common),
-        generate=_generate(name, caps, params),
+        generate=_generate(name, caps, params, plan),
     )
 
 
@@ -166,11 +190,31 @@ def _speech(caps: Capabilities, voice_type: Any) -> dict[str, Any]:
     return speech
 
 
+def size_pattern(caps: Capabilities) -> str:
+    """`size` exactly as the route accepts it: auto, or WxH within the width and height params' bounds
+    and a multiple of the image emitter's `const size_multiple` (only auto without those params)."""
+    w, h = caps.param("width"), caps.param("height")
+    if w is None or h is None:
+        return "^auto$"  # any other size is refused by the route (400 naming why)
+    step = next((v for spec in caps.emitters.get("image", ()) for k, v in spec.consts.items()
+                 if k == "size_multiple" and isinstance(v, int) and not isinstance(v, bool) and v > 0), 1)
+    dims = []
+    for p in (w, h):
+        lo, hi = max(1, int(p.low or 1)), min(99999, int(p.high or 99999))
+        values = range(lo + (-lo % step), hi + 1, step)
+        dims.append("(" + "|".join(map(str, values)) + ")" if len(values) <= _LISTED_SIZES else None)
+    if None in dims:
+        return SIZE_PATTERN
+    return f"^(auto|{dims[0]}x{dims[1]})$"
+
+
 def _images(caps: Capabilities, max_choices: int) -> dict[str, Any]:
     images: dict[str, Any] = {
         "prompt": (str, Field(..., min_length=1)),
         "n": (_bounded_n(max_choices), 1),
-        "size": (Annotated[str, Field(pattern=SIZE_PATTERN)] | None, None),
+        # validated loosely, so the route's 400 can name the bounds; documented exactly
+        "size": (Annotated[str, Field(pattern=SIZE_PATTERN, json_schema_extra={"pattern": size_pattern(caps)})]
+                 | None, None),
         "response_format": (Literal["b64_json"] | None, None),
         "output_format": (Literal["png"] | None, None),
         "user": (str | None, None),
@@ -187,16 +231,66 @@ class GeneratePart(Strict):
                                         "{dtype, shape, b64} or {dtype, values}; or any JSON value")
 
 
-def _generate(name: str, caps: Capabilities, params: type[BaseModel]) -> type[BaseModel]:
+def _documented(schema: dict[str, Any]) -> Any:
+    """A JSON-schema rule the runtime enforces itself (its 400 names the allowed values), shown in the
+    OpenAPI document but not validated twice."""
+    return Field(json_schema_extra=schema)
+
+
+_REQUIRED_DATA = ("text", "tokens", "image", "audio")
+
+
+def value_schema(kind: str) -> dict[str, Any]:
+    """A part's or named input's value as the native route reads it (values.value_in): text a string,
+    tokens a string or ids, an image or audio a data: URL (a tensor also passes); anything else any JSON."""
+    return {"text": {"type": "string"},
+            "tokens": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "integer"}}]},
+            "image": {"type": "string", **IMAGE_URL}, "audio": {"type": "string", **AUDIO_URL}}.get(kind, {})
+
+
+def _part_model(name: str, kinds: list[str]) -> type[BaseModel]:
+    """A part: one shape per kind the plan's each-arms take (documented; values.value_in enforces it)."""
+    def schema(out: dict[str, Any]) -> None:
+        out.clear()
+        out["oneOf"] = [{"type": "object", "title": f"{k} part", "additionalProperties": False,
+                         "required": ["kind", "data"] if k in _REQUIRED_DATA else ["kind"],
+                         "properties": {"kind": {"const": k}, "data": value_schema(k)}} for k in kinds]
+
+    config = ConfigDict(extra="forbid", json_schema_extra=schema)
+    return type(f"{name}GeneratePart", (GeneratePart,), {"model_config": config, "__module__": __name__})
+
+
+def _required_inputs(plan: Plan) -> list[str]:
+    """The named inputs every request needs: those of the walk a plan of one flow always starts with."""
+    if len(plan.flows) != 1:
+        return []
+    starts = plan.flows[0].transitions.get("start", [])
+    walk = next((w for w in plan.walks if len(starts) == 1 and starts[0].when is None and w.name == starts[0].target),
+                None)
+    return list(walk.inputs) if walk is not None else []
+
+
+def _generate(name: str, caps: Capabilities, params: type[BaseModel], plan: Plan | None) -> type[BaseModel]:
+    accepts = Accepts.of(plan) if plan is not None else None
     default_out = ["text"] if "text" in caps.emits else sorted(caps.emits)
+    emits = list(accepts.emits) if accepts else sorted(caps.emits)
+    kinds = list(accepts.part_kinds) if accepts else None
+    types = {n: ty.split("[", 1)[0] for n, ty in caps.slot.inputs}
+    part = _part_model(name, kinds) if kinds else GeneratePart
+    parts_rule = {} if kinds is None or kinds else {"maxItems": 0}
+    required = _required_inputs(plan) if plan is not None else []
+    inputs_rule = {} if accepts is None else {"additionalProperties": False, "required": required, "properties": {
+        n: value_schema(types.get(n, "")) for n in accepts.inputs}}
     return create_model(
         f"{name}GenerateRequest", __base__=Strict,
         model=(str | None, None),
         task=(StrictStr, ""),
         params=(params | None, None),
-        parts=(list[GeneratePart], Field(default_factory=list)),
-        inputs=(dict[str, Any], Field(default_factory=dict, description="named walk inputs (values as in parts)")),
-        outputs=(list[StrictStr], Field(default_factory=lambda: list(default_out), min_length=1)),
+        parts=(list[part], Field(default_factory=list, json_schema_extra=parts_rule)),
+        inputs=(dict[str, Any], Field(... if required else {}, description="named walk inputs (values as in parts)",
+                                      json_schema_extra=inputs_rule)),
+        outputs=(list[Annotated[StrictStr, _documented({"enum": emits})]],
+                 Field(default_factory=lambda: list(default_out), min_length=1)),
         input_modalities=(list[StrictStr] | None, None),
         think=(StrictBool, False),
         stream=(StrictBool, Field(True, description="true: NDJSON events as they happen; false: one JSON")),

@@ -43,8 +43,17 @@ class TextPart(Lenient):
     text: str
 
 
+# Media as the routes read them. `format` names what the string holds (a PNG, JPEG or WebP image, or
+# a WAV file, base64-encoded), which no JSON schema can check: tools that generate requests from the
+# document can register a generator for each (tests/http/schemathesis_hooks.py).
+IMAGE_URL = {"format": "image-data-url", "pattern": "^data:"}
+AUDIO_URL = {"format": "audio-data-url", "pattern": "^data:"}
+WAV_BASE64 = {"format": "wav-base64"}
+
+
 class ImageUrl(Lenient):
-    url: str = Field(description="a data: URL (data:image/png;base64,...); the server fetches nothing")
+    url: str = Field(description="a data: URL (data:image/png;base64,...); the server fetches nothing",
+                     json_schema_extra=IMAGE_URL)
     detail: Literal["auto", "low", "high"] | None = None
 
 
@@ -54,8 +63,8 @@ class ImagePart(Lenient):
 
 
 class InputAudio(Lenient):
-    data: str = Field(description="base64 audio")
-    format: Literal["wav", "mp3"]
+    data: str = Field(description="a WAV file, base64-encoded", json_schema_extra=WAV_BASE64)
+    format: Literal["wav"]
 
 
 class AudioPart(Lenient):
@@ -64,7 +73,7 @@ class AudioPart(Lenient):
 
 
 class AudioUrl(Lenient):
-    url: str = Field(description="a data: URL (data:audio/wav;base64,...)")
+    url: str = Field(description="a data: URL (data:audio/wav;base64,...)", json_schema_extra=AUDIO_URL)
 
 
 class AudioUrlPart(Lenient):

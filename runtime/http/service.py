@@ -62,7 +62,7 @@ class Service:
         self.limits = Limits.of(plan.settings, dict(options.limits))
         configure_pillow(self.limits.max_image_pixels)
         self.max_choices = min(self.sizing.capacity.max_running, self.limits.max_n or self.sizing.capacity.max_running)
-        self.models = plan_schemas.build(self.caps, self.max_choices, self.limits)
+        self.models = plan_schemas.build(self.caps, self.max_choices, self.limits, plan)
         formats = OutputFormats.of(self.caps, options.fake)
         self.tokenizer: Tokenizer = formats.tokenizer
         self.context = Context(plan, self.limits.max_prompt_tokens,

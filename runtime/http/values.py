@@ -65,6 +65,10 @@ def value_in(value: Any, kind: str, param: str, budget: MediaBudget) -> Any:
         return budget.admit(encoded(kind, mime, data, param))
     if kind == "text" and not isinstance(value, str):
         raise ApiError("invalid_request", f"{param}: a text part's data must be a string", param)
+    if kind in MEDIA and not isinstance(value, str):
+        raise ApiError("invalid_request", f"{param}: {kind} data is a data: URL or a tensor", param)
+    if kind == "tokens" and not (isinstance(value, list) and all(type(i) is int for i in value)):
+        raise ApiError("invalid_request", f"{param}: tokens are a string or a list of token ids", param)
     return value
 
 
