@@ -46,9 +46,12 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from wgc.models.layers import init_random
 from wgc.models.qwen3_omni import talker_inputs as ti
 from wgc.models.qwen3_omni import talker_model as tm
+from wgc.models.qwen3_omni.config import ThinkerConfig
 from wgc.models.qwen3_omni.talker_config import PREDICTOR_TEMPERATURE, PREDICTOR_TOP_K, PREDICTOR_TOP_P, TalkerConfig
+from wgc.models.qwen3_omni.thinker_model import ThinkerLM
 from wgc.runtime.component import PARTIAL, Call, CallError
 from wgc.runtime.engines.kv_component import KVComponent
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Prepared, Write
@@ -95,7 +98,13 @@ class Talker(KVComponent):
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> Talker:
-        return cls(spec, rank, device, preset="tiny")
+        """The tiny preset, its thinker rows from the tiny thinker's random embeddings (`Thinker.tiny`'s
+        weights, rebuilt here: the thinker may be on another rank), so the tiny components are one model."""
+        talker = cls(spec, rank, device, preset="tiny")
+        thinker = ThinkerLM(ThinkerConfig.preset("tiny"))
+        init_random(thinker, 0)
+        talker.model.load_thinker_rows(thinker.model.embed_tokens.weight)
+        return talker
 
     def describe(self) -> str:
         return (f"{self.config.name} talker, random weights; {self.kv.pages.num_pages} KV pages of "

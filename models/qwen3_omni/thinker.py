@@ -2,8 +2,8 @@
 
 Entries, each batched over its calls (one decoder forward per entry call; a (request, label) twice
 in one call list runs in a second wave):
-    prefill_text(prompt) -> [U, hidden]          a text part, causal, written; chunkable
-    prefill_embeds(x) -> {"rows", "multimodal", "positions"}   an audio clip, image or video
+    prefill_text(prompt) -> [U, hidden] (or a dict)  a text part, causal, written; chunkable
+    prefill_embeds(x) -> {"rows", "multimodal", "positions", "open_user"}  an audio clip, image or video
                                                  (thinker_media.py says what `x` is), one block
     begin_reply(temperature, top_p) -> token     closes the user turn, writes the assistant header,
                                                  samples the first reply token
@@ -16,9 +16,11 @@ What the prefill entries return is the talker's view of the part (models/qwen3_o
 `h`; transformers `generate`, §2.2): only the rows inside a user turn (a system prompt gives none),
 each the thinker's input embedding (text, markers) or, at the multimodal placeholder rows, the
 hidden state of layer `accept_layer` (24 in the checkpoint) — captured in the forward that writes
-the part, not by a second one. A text part returns the rows as a tensor [U, hidden]; a media part
-a dict: "rows" [U, hidden], "multimodal" [U] bool, and "positions" [3, U] float32, the rows'
-M-RoPE positions relative to its first row (the talker's own rope for an image is the same grid).
+the part, not by a second one. A text part returns the rows as a tensor [U, hidden] while a user
+turn is open after it, else {"rows", "open_user": False} (a client-templated prompt that closed its
+turn itself: the talker then writes no close rows of its own); a media part a dict: "rows" [U,
+hidden], "multimodal" [U] bool, "positions" [3, U] float32, the rows' M-RoPE positions relative to
+its first row (the talker's own rope for an image is the same grid), and "open_user".
 `begin_reply`'s header is sent by nobody: the talker writes those rows itself.
 
 Positions come from the engine, never from the KV length: text advances (t, h, w) together by one
@@ -176,7 +178,8 @@ class Thinker(KVComponent):
                     continue
                 self._parts.pop((c.request, self.label_of(c)), None)
                 kept = [t for t, u in zip(part.ids, part.user) if u]
-                out.append(self._embed(kept) if kept else self._empty())  # [U, hidden]
+                rows = self._embed(kept) if kept else self._empty()  # [U, hidden]
+                out.append(rows if self._open_user(part) else {"rows": rows, "open_user": False})
             return out
 
         return self.waves(calls, run)
@@ -260,7 +263,12 @@ class Thinker(KVComponent):
         kept_pos = placed[:, keep]  # [3, U]
         if kept_pos.shape[1]:
             kept_pos = kept_pos - kept_pos[:, :1]
-        return {"rows": rows[keep.to(x.device)], "multimodal": mm[keep], "positions": kept_pos}
+        return {"rows": rows[keep.to(x.device)], "multimodal": mm[keep], "positions": kept_pos,
+                "open_user": self._open_user(part)}
+
+    def _open_user(self, part: Part) -> bool:
+        """A user turn is open after the part: `begin_reply` closes it, the talker writes its close rows."""
+        return part.after.open and part.after.role == self.config.tokens.user
 
     # ---- the reply -----------------------------------------------------------------------------
 

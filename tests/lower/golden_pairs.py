@@ -21,6 +21,7 @@ PAIRS: list[tuple[str, str]] = [
     ("pi05", "1xh100"),
     ("qwen3_omni", "cpu"),
     ("qwen3_omni", "2xh200"),
+    ("qwen3_omni", "qwen3-omni-cpu2"),
     ("vjepa2_ac", "cpu"),
     ("vjepa2_ac", "1xh100"),
 ]

@@ -25,6 +25,7 @@ SERVES: dict[str, tuple[str, ...]] = {
     "bagel-1xh200.toml": ("bagel",),
     "orpheus-pd.toml": ("orpheus",),
     "orpheus-cpu2.toml": ("orpheus",),
+    "qwen3-omni-cpu2.toml": ("qwen3_omni",),
 }
 CASES = [(p, m) for p, models in SERVES.items() for m in models]
 

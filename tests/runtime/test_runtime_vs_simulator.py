@@ -25,7 +25,9 @@ REQUESTS: dict[str, list[dict]] = {
     "orpheus": [dict(outputs=["audio"], params={"max_tokens": 200}),
                 dict(outputs=["audio"], params={"max_tokens": 200}, named={"prompt": "p6"})],
     "pi05": [dict(outputs=["action"])],
+    # With "Aiden" the mock talker's first frame is not its codec EOS, so talker_decode and speak run.
     "qwen3_omni": [dict(parts=["text", "audio"], outputs=["text", "audio"], params={"max_tokens": 40}),
+                   dict(parts=["text", "audio"], outputs=["text", "audio"], params={"max_tokens": 40, "speaker": "Aiden"}),
                    dict(parts=["image"], outputs=["text"], params={"max_tokens": 10})],
     "vjepa2_ac": [dict(task="rollout", outputs=["tensor"], params={"horizon": 6}),
                   dict(task="mpc", outputs=["tensor"]), dict(task="encode", outputs=["tensor"])],

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 import torch
+from wgc.models.layers.tokenizer import byte_tokenizer
+from wgc.models.qwen3_omni import chat
 from wgc.models.qwen3_omni.config import ThinkerConfig, Tokens, VocabMap
 from wgc.runtime.component import PARTIAL, Call, CallError
 
@@ -18,7 +20,7 @@ def test_system_turn_gives_the_talker_nothing_and_the_user_turn_opens_once() -> 
     m = tiny_thinker()
     t = m.config.tokens
     system = m.prefill_text([Call(0, "", ("<|im_start|>system\nbe brief<|im_end|>\n",))])[0]
-    assert system.shape == (0, m.config.hidden)
+    assert system["rows"].shape == (0, m.config.hidden) and system["open_user"] is False  # no user turn yet
     first = m.prefill_text([Call(0, "", ("hello",))])[0]
     second = m.prefill_text([Call(0, "", (" again",))])[0]
     torch.testing.assert_close(first, m._embed([t.im_start, t.user, t.newline, *b"hello"]))
@@ -26,6 +28,19 @@ def test_system_turn_gives_the_talker_nothing_and_the_user_turn_opens_once() -> 
     m.begin_reply([Call(0, "", (0.0, 1.0))])
     system_ids = 1 + len("system\nbe brief") + 1 + 1  # <|im_start|> ... <|im_end|> \n
     assert m.kv.length(0, "main") == system_ids + 3 + 5 + 6 + 5  # user header, hello, " again", close + header
+
+
+def test_a_part_that_closes_its_user_turn_tells_the_talker() -> None:
+    """A client-templated turn ends with its own <|im_end|>: the talker must not write a second close."""
+    m = tiny_thinker()
+    t = m.config.tokens
+    names = {getattr(t, name): text for name, text in chat.SPECIAL_NAMES.items()}
+    m.tokenizer = byte_tokenizer({**names, t.user: "user"})  # the role a word, as Qwen's tokenizer has it
+    closed = m.prefill_text([Call(0, "", ("<|im_start|>user\nhi<|im_end|>\n",))])[0]
+    assert closed["open_user"] is False
+    torch.testing.assert_close(closed["rows"], m._embed([t.im_start, t.user, *b"\nhi", t.im_end, t.newline]))
+    reopened = m.prefill_text([Call(0, "", ("more",))])[0]  # a part after it opens a new user turn
+    torch.testing.assert_close(reopened, m._embed([t.im_start, t.user, t.newline, *b"more"]))
 
 
 def test_chunked_prefill_equals_one_write() -> None:
