@@ -42,6 +42,7 @@ class FlowState(Struct, frozen=True):
     started: int = 0  # walks this flow has started: numbers the next walk instance
     results: dict[str, Any] = {}
     on_rank: dict[int, int] = {}  # walks of this flow started so far on each rank
+    cut: list[str] = []  # walks of this flow whose dynamic loop stopped at its `max` bound (docs/plan.md)
 
 
 class StartWalk(Struct, tag="start", frozen=True):
@@ -150,6 +151,7 @@ class FlowDone(Struct, tag="flow_done", frozen=True):
     request: int
     flow: str
     drains: list[int] = []
+    cut: list[str] = []  # the flow's walks whose dynamic loop stopped at its `max` bound, not its condition
 
 
 class StreamDone(Struct, tag="stream_done", frozen=True):

@@ -49,6 +49,7 @@ class Event:
     kind: str  # "output", "done", "error", "cancelled"
     output: Output | None = None
     error: str = ""
+    cut: list[str] = field(default_factory=list)  # "done": walks whose dynamic loop stopped at its `max` bound
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Tracked:
     flows: set[str]
     streams: set[str]
     failed: bool = False
+    cut: list[str] = field(default_factory=list)  # from the FlowDones so far
     cancel_acks: set[int] = field(default_factory=set)
     # Drained reports still due, per (flow, stream, rank): +1 for each rank a FlowDone or StreamDone names,
     # -1 for each Drained (which may come first); entries at 0 are removed.
@@ -139,6 +141,7 @@ class CoordinatorCore:
             self.events.append(Event(request, "output", output=msg))
         elif isinstance(msg, FlowDone) and tracked is not None:
             tracked.flows.discard(msg.flow)
+            tracked.cut.extend(w for w in msg.cut if w not in tracked.cut)
             for rank in msg.drains:
                 _count(tracked.drains, (msg.flow, "", rank), 1)
             self._maybe_done(request)
@@ -161,7 +164,7 @@ class CoordinatorCore:
             for rank in range(len(self.plan.ranks)):
                 self.send(rank, Cancel(request, "done"))
             self.live.pop(request)
-            self.events.append(Event(request, "done"))
+            self.events.append(Event(request, "done", cut=list(tracked.cut)))
 
     def rank_down(self, rank: int, why: str) -> None:
         """A worker died: every request in flight fails with a clear error."""

@@ -33,6 +33,7 @@ class DoneEvent:
     outputs: int  # how many OutputEvents came before
     t_since_submit: float
     t_first: float | None  # None when the request had no output
+    cut: tuple[str, ...] = ()  # walks whose `loop until` stopped at its `max` bound (finish_reason "length")
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ class RequestHandle:
             event = OutputEvent(self.id, out.modality, out.value, shape, dtype, out.walk, out.rank, out.seq,
                                 now, self._first)
         elif e.kind == "done":
-            event = DoneEvent(self.id, self._outputs, now, self._first)
+            event = DoneEvent(self.id, self._outputs, now, self._first, tuple(e.cut))
         elif e.kind == "cancelled":
             event = CancelledEvent(self.id, now)
         else:

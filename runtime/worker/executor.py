@@ -349,8 +349,9 @@ class Executor:
         else:
             self.send(destination, msg)
 
-    def flow_done(self, request: int, flow: str, on_rank: dict[int, int]) -> None:
-        """The flow's last walk ran NEXT here. `on_rank`: how many of the flow's walk instances each rank got.
+    def flow_done(self, request: int, flow: str, on_rank: dict[int, int], cut: list[str] | None = None) -> None:
+        """The flow's last walk ran NEXT here. `on_rank`: how many of the flow's walk instances each rank got;
+        `cut`: the flow's walks whose dynamic loop stopped at its max bound.
 
         The coordinator must not end the request on this FlowDone alone: another rank of the flow's walks
         may still be running them and emitting (NEXT does not wait for a walk's other ranks), and its
@@ -359,7 +360,7 @@ class Executor:
         own outputs are already ahead of the FlowDone (NEXT is the last instruction of its schedule, and
         its earlier walks of the flow finished before this one started)."""
         drains = [r for r in self.rp.flow_emitters.get(flow, ()) if r != self.rank and on_rank.get(r, 0)]
-        self.send(COORDINATOR, FlowDone(request, flow, drains))
+        self.send(COORDINATOR, FlowDone(request, flow, drains, list(cut or ())))
         for r in sorted(set(self.rp.flow_producers.get(flow, ())).union(drains)):
             self.post(r, FlowEnded(request, flow, on_rank.get(r, 0), r in drains))
 

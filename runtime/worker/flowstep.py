@@ -39,10 +39,10 @@ def restore(table: FlowTable, state: FlowState, init: RequestInit, evaluate: Eva
     return cursor
 
 
-def snapshot(cursor: FlowCursor, before: FlowState, results: dict[str, Any]) -> FlowState:
+def snapshot(cursor: FlowCursor, before: FlowState, results: dict[str, Any], cut: list[str]) -> FlowState:
     each = cursor._each.name if cursor._each is not None else None
     return FlowState(before.flow, cursor.node, each, cursor._part, list(cursor._arm), cursor._pos,
-                     before.started + 1, results, dict(before.on_rank))
+                     before.started + 1, results, dict(before.on_rank), cut)
 
 
 def on_ranks(launch: Launch, ranks: list[int]) -> tuple[FlowState, dict[int, int]]:
@@ -53,11 +53,12 @@ def on_ranks(launch: Launch, ranks: list[int]) -> tuple[FlowState, dict[int, int
         counted[r] = prior[r] + 1
     state = launch.state
     return FlowState(state.flow, state.node, state.each, state.part, list(state.arm), state.pos, state.started,
-                     state.results, counted), prior
+                     state.results, counted, list(state.cut)), prior
 
 
 def launch(step: Step, cursor: FlowCursor, before: FlowState, results: dict[str, Any], result: Any,
-           init: RequestInit, walk_args: Callable[[str], list[str]], missing: Callable[[str], Any]) -> Launch | None:
+           init: RequestInit, walk_args: Callable[[str], list[str]], missing: Callable[[str], Any],
+           cut: list[str] | None = None) -> Launch | None:
     """The walk a flow step starts, with its inputs bound; None when the flow finished."""
     if isinstance(step, Finished):
         return None
@@ -69,7 +70,7 @@ def launch(step: Step, cursor: FlowCursor, before: FlowState, results: dict[str,
         inputs = {args[0]: result}
     else:
         inputs = {a: init.inputs[a] if a in init.inputs else missing(a) for a in args}
-    state = snapshot(cursor, before, results)
+    state = snapshot(cursor, before, results, list(before.cut) if cut is None else cut)
     return Launch(step.walk, f"{before.flow}/{step.walk}#{before.started}", inputs, state)
 
 
@@ -81,10 +82,17 @@ def first_step(table: FlowTable, init: RequestInit, evaluate: Evaluate, walk_arg
     return launch(cursor.begin(), cursor, state, {}, None, init, walk_args, missing)
 
 
+def cut_after(state: FlowState, walk: str, cut: bool) -> list[str]:
+    """The flow's cut walks once `walk` ended (`cut`: a dynamic loop of it stopped at its max bound)."""
+    return [*state.cut, walk] if cut and walk not in state.cut else list(state.cut)
+
+
 def next_step(table: FlowTable, state: FlowState, walk: str, result: Any, returns: bool, init: RequestInit,
-              evaluate: Evaluate, walk_args: Callable[[str], list[str]], missing: Callable[[str], Any]) -> Launch | None:
+              evaluate: Evaluate, walk_args: Callable[[str], list[str]], missing: Callable[[str], Any],
+              cut: bool = False) -> Launch | None:
     results = dict(state.results)
     if returns:
         results[walk] = result
     cursor = restore(table, state, init, evaluate)
-    return launch(cursor.finished(walk), cursor, state, results, result, init, walk_args, missing)
+    return launch(cursor.finished(walk), cursor, state, results, result, init, walk_args, missing,
+                  cut_after(state, walk, cut))

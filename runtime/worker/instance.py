@@ -47,6 +47,7 @@ class Instance:
     admitted: bool = False  # its flow's turn has come on this rank (it may run)
     alive: bool = True  # false once finished or dropped: a stale entry in a queue is skipped
     waited: int = 0  # rounds its current RUN has been put off by the scheduler (batching.py)
+    cut: bool = False  # a dynamic loop of it stopped at its `max` bound, not its condition
 
     @property
     def finished(self) -> bool:

@@ -34,7 +34,7 @@ from wgc.runtime.messages import (
 )
 from wgc.runtime.request_env import RequestEnv, const_table
 from wgc.runtime.streams.buffer import ENDED, WAITING
-from wgc.runtime.worker.flowstep import next_step, on_ranks
+from wgc.runtime.worker.flowstep import cut_after, next_step, on_ranks
 from wgc.runtime.worker.instance import FREED, Instance, LoopState
 from wgc.runtime.worker.request_state import RequestState
 from wgc.runtime.worker.streams import ConsumerEnd
@@ -214,6 +214,7 @@ class Interpreter:
         loop.count += 1
         stop = bool(self._value(inst, ins.stop)) if ins.stop else False
         if loop.count >= loop.bound or (stop and not loop.speculative):
+            inst.cut |= loop.dynamic and not stop  # stopped by its `max` bound: the request's end reports it
             inst.loops.pop()
             self._exit_loop(inst, loop, ins)
             return None  # the caller's pc += 1 leaves the loop
@@ -401,11 +402,11 @@ class Interpreter:
 
         try:
             step = next_step(table, inst.flow, inst.walk, result, walk.returns is not None, init, cond,
-                             lambda w: self._walk_args(w), self._missing_input)
+                             lambda w: self._walk_args(w), self._missing_input, inst.cut)
         except FlowError as err:
             raise self._error(inst, str(err)) from None
         if step is None:
-            self.ex.flow_done(inst.request, inst.flow.flow, inst.flow.on_rank)
+            self.ex.flow_done(inst.request, inst.flow.flow, inst.flow.on_rank, cut_after(inst.flow, inst.walk, inst.cut))
             return
         spec = self.ex.rp.walks[step.walk]
         state, prior = on_ranks(step, spec.ranks)

@@ -1,6 +1,7 @@
 """Shared by the talker tests: the component spec, a tiny talker with livelier random weights, its
-twin in transformers 5.24 (`Qwen3OmniMoeTalkerForConditionalGeneration` with the same weights), and
-the thinker-side rows a request sends."""
+twin in transformers 5.24 (`Qwen3OmniMoeTalkerForConditionalGeneration` with the same weights), the
+thinker-side rows a request sends, and the whole model (`Qwen3OmniMoeForConditionalGeneration`) on
+our thinker's, talker's and audio encoder's weights with its `generate` (the reference end to end)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ from typing import Any
 import pytest
 import torch
 from torch import Tensor, nn
+from wgc.models.qwen3_omni.audio import AudioEncoder
+from wgc.models.qwen3_omni.config import VocabMap
 from wgc.models.qwen3_omni.talker import Talker
 from wgc.models.qwen3_omni.talker_config import TalkerConfig
+from wgc.models.qwen3_omni.thinker import Thinker
 from wgc.runtime.component import Call
 
+from tests.models.qwen3_omni import thinker_reference as tr
 from wgc.plan.model import ComponentSpec
 
 hf_configs = pytest.importorskip("transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe")
@@ -105,3 +110,51 @@ def hf_parts(hf: Any, talker: Talker) -> Any:
     ids = talker.config.thinker
     config = SimpleNamespace(talker_config=hf.config, im_start_token_id=ids.im_start, tts_pad_token_id=ids.tts_pad)
     return SimpleNamespace(config=config, talker=hf)
+
+
+# ---- the whole model ---------------------------------------------------------------------------------
+
+
+def hf_omni(thinker: Thinker, talker: Talker, audio: AudioEncoder | None = None) -> Any:
+    """transformers' whole model on our tiny weights, float64. `model.codes` collects what its `generate`
+    hands code2wav (the frames, [1, 16, n]). With `audio`, its tower is the thinker's, and the talker's
+    config gets the thinker's `audio_config`: 5.24's talker `get_rope_index` reads one it does not have
+    when the prompt holds audio (models-wave2 §2.5)."""
+    tokens, vmap = thinker.config.tokens, VocabMap(thinker.config)
+    config = hf_configs.Qwen3OmniMoeConfig(
+        thinker_config=tr.hf_config(thinker.config).to_dict(), talker_config=hf_config(talker.config).to_dict(),
+        code2wav_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                         "num_key_value_heads": 2, "intermediate_size": 64, "codebook_size": 64, "decoder_dim": 32},
+        **{f"{name}_token_id": vmap.to_model(getattr(tokens, name))
+           for name in ("im_start", "im_end", "tts_pad", "tts_bos", "tts_eos", "system", "user", "assistant")})
+    for part in (config.thinker_config, config.thinker_config.text_config, config.talker_config,
+                 config.talker_config.text_config):
+        part._attn_implementation = "eager"
+        part._experts_implementation = "eager"
+    model = hf_modeling.Qwen3OmniMoeForConditionalGeneration(config).double().eval()
+    model.thinker = tr.reference(thinker).double()
+    model.talker = hf_talker(talker)
+    if audio is not None:
+        tower_config = hf_configs.Qwen3OmniMoeAudioEncoderConfig(**audio.config.hf_config())
+        tower = hf_modeling.Qwen3OmniMoeAudioEncoder._from_config(tower_config, attn_implementation="sdpa")
+        tower.load_state_dict(audio.model.state_dict(), strict=True)
+        model.thinker.model.audio_tower = tower.double().eval()
+        model.talker.config.audio_config = model.thinker.config.audio_config  # the workaround
+    model.codes = []
+    model.code2wav.chunked_decode = lambda c, **_: model.codes.append(c) or torch.zeros(1, 1, 1)
+    return model
+
+
+def hf_generate(model: Any, thinker: Thinker, ids: list[int], reply: int, frames: int,
+                **inputs: Any) -> tuple[list[int], list[list[int]]]:
+    """`generate` with greedy thinker and talker, speaker Ethan, the suppress list and repetition penalty
+    1.05, over the prompt `ids` (Qwen ids): the reply (Qwen ids, up to `reply` tokens) and the frames
+    code2wav gets (up to `frames` codebook-0 codes; all but a last one cut by the bound come whole)."""
+    tokens, vmap = thinker.config.tokens, VocabMap(thinker.config)
+    model.codes.clear()
+    with torch.no_grad():
+        seq, _ = model.generate(input_ids=torch.tensor([[vmap.to_model(i) for i in ids]]), speaker="Ethan",
+                                thinker_max_new_tokens=reply, thinker_do_sample=False,
+                                thinker_eos_token_id=vmap.to_model(tokens.im_end), talker_do_sample=False,
+                                talker_max_new_tokens=frames, **inputs)
+    return [vmap.from_model(t) for t in seq[0, len(ids):].tolist()], model.codes[0][0].T.tolist()

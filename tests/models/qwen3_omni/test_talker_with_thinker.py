@@ -5,20 +5,10 @@ suppress list, repetition penalty 1.05) on the same tiny weights: the reply and 
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
-from wgc.models.qwen3_omni.config import VocabMap
 
 from tests.models.qwen3_omni import thinker_reference as tr
-from tests.models.qwen3_omni.talker_helpers import (
-    WALK_EOS,
-    call,
-    hf_config,
-    hf_configs,
-    hf_modeling,
-    hf_talker,
-    tiny_talker,
-)
+from tests.models.qwen3_omni.talker_helpers import WALK_EOS, call, hf_generate, hf_omni, tiny_talker
 
 REPLY = 5  # reply tokens the talker reads (the thinker samples one more, never sent: the walk's loop)
 FRAMES = 9  # codebook-0 codes transformers samples; all but the last come with their residual codes
@@ -44,32 +34,10 @@ def _ours(prompt: str) -> tuple[list[int], list[Tensor]]:
 
 def _theirs(prompt: str) -> tuple[list[int], list[list[int]]]:
     thinker = tr.tiny_thinker(21)
-    talker = tiny_talker(22)
-    tokens, vmap = thinker.config.tokens, VocabMap(thinker.config)
-    ids = [tokens.im_start, tokens.user, tokens.newline, *prompt.encode(), tokens.im_end, tokens.newline,
-           tokens.im_start, tokens.assistant, tokens.newline]  # what the thinker writes, as Qwen ids
-    config = hf_configs.Qwen3OmniMoeConfig(
-        thinker_config=tr.hf_config(thinker.config).to_dict(), talker_config=hf_config(talker.config).to_dict(),
-        code2wav_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                         "num_key_value_heads": 2, "intermediate_size": 64, "codebook_size": 64, "decoder_dim": 32},
-        **{f"{name}_token_id": vmap.to_model(getattr(tokens, name))
-           for name in ("im_start", "im_end", "tts_pad", "tts_bos", "tts_eos", "system", "user", "assistant")})
-    for part in (config.thinker_config, config.thinker_config.text_config, config.talker_config,
-                 config.talker_config.text_config):
-        part._attn_implementation = "eager"
-        part._experts_implementation = "eager"
-    model = hf_modeling.Qwen3OmniMoeForConditionalGeneration(config).double().eval()
-    model.thinker = tr.reference(thinker).double()
-    model.talker = hf_talker(talker)
-    codes: list[Tensor] = []
-    model.code2wav.chunked_decode = lambda c, **_: codes.append(c) or torch.zeros(1, 1, 1)
-    with torch.no_grad():
-        seq, _ = model.generate(input_ids=torch.tensor([[vmap.to_model(i) for i in ids]]), speaker="Ethan",
-                                thinker_max_new_tokens=REPLY + 1, thinker_do_sample=False,
-                                thinker_eos_token_id=vmap.to_model(tokens.im_end), talker_do_sample=False,
-                                talker_max_new_tokens=FRAMES)
-    reply = [vmap.from_model(t) for t in seq[0, len(ids):].tolist()]
-    return reply, codes[0][0].T.tolist()  # the frames code2wav gets: [16, n] -> n frames
+    t = thinker.config.tokens
+    ids = [t.im_start, t.user, t.newline, *prompt.encode(), t.im_end, t.newline,
+           t.im_start, t.assistant, t.newline]  # what the thinker writes
+    return hf_generate(hf_omni(thinker, tiny_talker(22)), thinker, ids, REPLY + 1, FRAMES)
 
 
 def test_talker_after_the_thinker_matches_transformers_generate() -> None:
