@@ -7,13 +7,16 @@ a component writes about it.
 A checkpoint is never held twice: `meta_module` builds the model on the meta device (the names and
 shapes to check), `allocate` gives its parameters uninitialised memory on the target device, and `load_tensors` reads
 each tensor once (`safe_open`, one tensor alive at a time) and copies it into its parameter in place.
+`read_checkpoint` reads a directory's headers: its model.safetensors, or the shards its
+model.safetensors.index.json names (each tensor in the shard the index places it in).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -24,6 +27,8 @@ from torch import Tensor, nn
 from wgc import settings
 
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")  # safetensors' names of the dtypes a weight may be stored in
+INDEX = "model.safetensors.index.json"  # a sharded checkpoint's map of tensor name -> shard file
+SINGLE = "model.safetensors"  # an unsharded checkpoint's one file
 
 
 class WeightsError(ValueError):
@@ -69,35 +74,85 @@ def read_json(path: Path, missing: str) -> dict[str, Any]:
     return raw
 
 
+@contextmanager
+def opened(path: Path) -> Iterator[Any]:
+    """`safe_open` of one file, its errors as one-line WeightsErrors naming the file."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            yield f
+    except SafetensorError as err:
+        raise WeightsError(f"{path}: corrupt safetensors file ({one_line(err)})") from None
+    except OSError as err:
+        raise WeightsError(f"{path}: cannot be read ({one_line(err)})") from None
+
+
 def read_headers(files: Iterable[Path]) -> dict[str, Entry]:
     """name -> Entry from the files' headers (no tensor is read); a corrupt file or a name in two files
     is an error."""
     out: dict[str, Entry] = {}
     for path in files:
-        try:
-            with safe_open(str(path), framework="pt") as f:
-                for name in f.keys():
-                    if name in out:
-                        raise WeightsError(f"tensor {name} is in both {out[name].path.name} and {path.name}")
-                    piece = f.get_slice(name)
-                    out[name] = Entry(Path(path), tuple(piece.get_shape()), str(piece.get_dtype()))
-        except SafetensorError as err:
-            raise WeightsError(f"{path}: corrupt safetensors file ({one_line(err)})") from None
-        except OSError as err:
-            raise WeightsError(f"{path}: cannot be read ({one_line(err)})") from None
+        with opened(path) as f:
+            for name in f.keys():
+                if name in out:
+                    raise WeightsError(f"tensor {name} is in both {out[name].path.name} and {path.name}")
+                piece = f.get_slice(name)
+                out[name] = Entry(Path(path), tuple(piece.get_shape()), str(piece.get_dtype()))
     return out
+
+
+def read_index(directory: Path) -> dict[str, str] | None:
+    """The weight_map of the directory's model.safetensors.index.json (tensor name -> shard file
+    name), or None when it has no index."""
+    index = Path(directory) / INDEX
+    if not index.is_file():
+        return None
+    weight_map = read_json(index, f"{index}: missing").get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise WeightsError(f"{index}: not a safetensors index (needs a weight_map object of tensor names to shard files)")
+    return weight_map
+
+
+def safetensors_files(directory: Path, weight_map: Mapping[str, str] | None = None) -> list[Path]:
+    """The files holding a checkpoint's weights: the shards its index names (`weight_map`, read when
+    not given), else model.safetensors; a shard the index names must be there."""
+    directory = Path(directory)
+    weight_map = read_index(directory) if weight_map is None else weight_map
+    if weight_map is not None:
+        files = sorted(set(weight_map.values()))
+        missing = [f for f in files if not (directory / f).is_file()]
+        if missing:
+            raise WeightsError(f"{directory / INDEX}: shard {missing[0]} is missing from {directory}")
+        return [directory / f for f in files]
+    if (directory / SINGLE).is_file():
+        return [directory / SINGLE]
+    raise WeightsError(f"{directory}: no {SINGLE} and no {INDEX}")
+
+
+def read_checkpoint(directory: Path) -> dict[str, Entry]:
+    """Every tensor of a checkpoint directory (one file, or shards with an index) from the headers; each
+    tensor the index names must be in the shard it names."""
+    directory = Path(directory)
+    weight_map = read_index(directory)
+    found = read_headers(safetensors_files(directory, weight_map))
+    for name, shard in (weight_map or {}).items():
+        entry = found.get(name)
+        if entry is None or entry.path.name != shard:
+            elsewhere = "" if entry is None else f" (it is in {entry.path.name})"
+            raise WeightsError(f"{directory / shard}: missing tensor {name}, which {INDEX} places there{elsewhere}")
+    return found
 
 
 def check_tensors(found: Found, expected: Mapping[str, tuple[int, ...]], where: Path,
                   ignore: Callable[[str], bool] = lambda name: False) -> None:
-    """One line for the first kind of problem: missing tensors, then unexpected ones (not `ignore`d),
-    then a wrong shape, then a dtype that is not floating point."""
+    """One line for the first kind of problem: missing tensors (named with `where`), then unexpected
+    ones (not `ignore`d; named with the first one's file), then a wrong shape, then a dtype that is
+    not floating point."""
     missing = [n for n in expected if n not in found]
     if missing:
         raise WeightsError(f"{where}: missing tensor{names_list(missing)}")
     unexpected = [n for n in found if n not in expected and not ignore(n)]
     if unexpected:
-        raise WeightsError(f"{where}: unexpected tensor{names_list(unexpected)}")
+        raise WeightsError(f"{found[unexpected[0]].path}: unexpected tensor{names_list(unexpected)}")
     for name, shape in expected.items():
         entry = found[name]
         if entry.shape != tuple(shape):
@@ -139,15 +194,18 @@ def load_tensors(targets: Mapping[str, Tensor], found: Found) -> None:
         by_file.setdefault(found[name].path, []).append(name)
     with torch.no_grad():
         for path, names in by_file.items():
-            try:
-                with safe_open(str(path), framework="pt") as f:
-                    for name in names:
-                        target = targets[name]
-                        target.copy_(f.get_tensor(name).reshape(target.shape))
-            except SafetensorError as err:
-                raise WeightsError(f"{path}: corrupt safetensors file ({one_line(err)})") from None
-            except OSError as err:
-                raise WeightsError(f"{path}: cannot be read ({one_line(err)})") from None
+            with opened(path) as f:
+                for name in names:
+                    target = targets[name]
+                    target.copy_(f.get_tensor(name).reshape(target.shape))
+
+
+def read_rows(entry: Entry, name: str, rows: Sequence[int]) -> Tensor:
+    """Some rows of a 2-D checkpoint tensor, [len(rows), columns] in its stored dtype: each row read by
+    itself (a slice of the file), the table never whole."""
+    with opened(entry.path) as f:
+        piece = f.get_slice(name)
+        return torch.cat([piece[row:row + 1] for row in rows])  # [len(rows), columns]
 
 
 def choose(weights: str | Path | None, chosen: bool, knob: str) -> tuple[Path | None, bool]:

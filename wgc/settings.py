@@ -13,6 +13,9 @@
                          is given (unset or empty: none); kept out of the workers' environment
     WGC_BAGEL_DIR        local BAGEL-7B-MoT directory (ema.safetensors, ae.safetensors, llm_config.json,
                          vit_config.json, tokenizer.json) for every BAGEL component (unset: tiny presets)
+    WGC_QWEN3_OMNI_DIR   local Qwen3-Omni-30B-A3B-Instruct directory (config.json, the safetensors shards
+                         with model.safetensors.index.json, tokenizer.json, preprocessor_config.json)
+                         for every Qwen3-Omni component (unset: tiny presets)
 """
 
 from __future__ import annotations

@@ -48,9 +48,10 @@ def llama3_scale(inv_freq: Tensor, s: Llama3Scaling) -> Tensor:
 
 
 def mrope_axes(section: Sequence[int]) -> Tensor:
-    """Which position (0 t, 1 h, 2 w) each of the sum(section) frequencies rotates by (interleaved)."""
+    """Which position (0 t, 1 h, 2 w) each of the sum(section) frequencies rotates by (interleaved);
+    on CPU, real even when the module is built on meta."""
     t, h, w = section
-    j = torch.arange(t + h + w)  # [head_dim / 2]
+    j = torch.arange(t + h + w, device="cpu")  # [head_dim / 2]
     axis = torch.zeros_like(j)
     axis[(j % 3 == 1) & (j < 3 * h)] = 1
     axis[(j % 3 == 2) & (j < 3 * w)] = 2

@@ -19,19 +19,18 @@ from safetensors.torch import save_file
 from torch import nn
 from wgc.models.layers import LlamaConfig, LlamaModel
 from wgc.models.weights_io import (
+    INDEX,
+    SINGLE,
     Found,
     WeightsError,
     allocate,
     check_tensors,
     load_tensors,
     meta_module,
-    one_line,
-    read_headers,
+    read_checkpoint,
     read_json,
 )
 
-INDEX = "model.safetensors.index.json"
-SINGLE = "model.safetensors"
 # Buffers some exporters write; no parameter of ours corresponds to them.
 IGNORED_SUFFIXES = (".rotary_emb.inv_freq",)
 
@@ -64,26 +63,6 @@ def read_config(directory: Path) -> dict[str, Any]:
                      "holds config.json and model.safetensors or shards with model.safetensors.index.json)")
 
 
-def safetensors_files(directory: Path) -> list[Path]:
-    """The files holding the weights: the shards an index names, else model.safetensors."""
-    directory = Path(directory)
-    index = directory / INDEX
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            files = sorted(set(weight_map.values()))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
-            raise WeightsError(f"{index}: not a safetensors index (needs a weight_map object): {one_line(err)}") from None
-        missing = [f for f in files if not (directory / f).is_file()]
-        if missing:
-            raise WeightsError(f"{index}: shard {missing[0]} is missing from {directory}")
-        return [directory / f for f in files]
-    single = directory / SINGLE
-    if single.is_file():
-        return [single]
-    raise WeightsError(f"{directory}: no {SINGLE} and no {INDEX}")
-
-
 def check_llama_tensors(found: Found, expected: dict[str, tuple[int, ...]], where: Path, tied: bool) -> None:
     """weights_io.check_tensors, with exporters' buffers ignored and a tied model's spare head allowed
     (then it must have the embedding's shape)."""
@@ -97,7 +76,7 @@ def load_llama(directory: Path, config: LlamaConfig, device: torch.device | str 
                dtype: torch.dtype = torch.float32) -> LlamaModel:
     """A LlamaModel with the directory's weights, on `device` in `dtype`; WeightsError names any problem."""
     directory = Path(directory)
-    found = read_headers(safetensors_files(directory))
+    found = read_checkpoint(directory)
     expected = expected_shapes(config)
     check_llama_tensors(found, expected, directory, config.tie_embeddings)
     model = allocate(meta_module(lambda: LlamaModel(config)), device, dtype)  # the rotary table kept as built

@@ -18,12 +18,14 @@ call run through the convolutions together; all calls' tokens then form one pack
 Parameter names are the checkpoint's with `thinker.audio_tower.` dropped: conv2d1..3, conv_out,
 layers.{i}.self_attn.{q,k,v,out}_proj, layers.{i}.self_attn_layer_norm, layers.{i}.fc1/fc2,
 layers.{i}.final_layer_norm, ln_post, proj1, proj2. The sinusoid table is computed, not stored.
+A Qwen3-Omni directory (`weights=` or WGC_QWEN3_OMNI_DIR) gives them and the configs (weights.py).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,17 +34,19 @@ from torch import Tensor, nn
 from wgc.models.qwen3_omni.audio_config import SAMPLE_RATE, AudioConfig, conv_length
 from wgc.models.qwen3_omni.audio_features import log_mel, to_16k
 from wgc.models.qwen3_omni.segments import Segments
-from wgc.models.weights_io import announce
+from wgc.models.qwen3_omni.weights import KNOB, Checkpoint
+from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
 
 
 def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> Tensor:
-    """[length, channels]: sin then cos of position x timescale, Whisper's encoder table."""
+    """[length, channels]: sin then cos of position x timescale, Whisper's encoder table (on CPU: real
+    even when the tower is built on meta)."""
     step = math.log(max_timescale) / (channels // 2 - 1)
-    inv = torch.exp(-step * torch.arange(channels // 2).float())  # [channels / 2]
-    angles = torch.arange(length).float()[:, None] * inv[None, :]  # [length, channels / 2]
+    inv = torch.exp(-step * torch.arange(channels // 2, device="cpu").float())  # [channels / 2]
+    angles = torch.arange(length, device="cpu").float()[:, None] * inv[None, :]  # [length, channels / 2]
     return torch.cat([angles.sin(), angles.cos()], dim=1)  # [length, channels]
 
 
@@ -139,7 +143,7 @@ def random_tower(c: AudioConfig, seed: int = 0, device: torch.device | str = "cp
     """AudioTower with torch's default initialisation from `seed` (global RNG state untouched)."""
     with torch.random.fork_rng(devices=[]), torch.device(device):
         torch.manual_seed(seed)
-        return AudioTower(c)
+        return AudioTower(c).to(device)  # the position table was computed on CPU
 
 
 _DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
@@ -148,19 +152,28 @@ _DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 class AudioEncoder(Component):
     """Stateless: encode(clip: audio) -> tensor [N, output_dim], N = 13 tokens per second of audio."""
 
-    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, preset: str | None = None,
-                 config: AudioConfig | None = None, seed: int = 0) -> None:
-        """Random weights for `config`, else for `preset` (default tiny); the checkpoint loader comes later."""
+    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
+                 preset: str | None = None, config: AudioConfig | None = None, seed: int = 0) -> None:
+        """Weights from `weights` (a Qwen3-Omni directory: `thinker.audio_tower.*`, audio_config and the
+        processor's log-mel settings, weights.py), else random ones for `config` or `preset`, else from
+        WGC_QWEN3_OMNI_DIR, else the tiny preset's."""
         super().__init__(spec, rank, device)
         self.torch_device = torch.device(device)
         cuda = self.torch_device.type == "cuda"  # float32 off CUDA: CPU bf16 is slow, tiny is for exact tests
         self.dtype = _DTYPES.get(str(spec.attrs.get("dtype", "bf16")), torch.bfloat16) if cuda else torch.float32
-        self.config = config or AudioConfig.preset(preset or "tiny")
-        self.model = random_tower(self.config, seed, self.torch_device).to(self.dtype).eval()
+        directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
+        if directory is not None:
+            checkpoint = Checkpoint(directory)
+            self.config = c = checkpoint.audio_config
+            self.model = checkpoint.load("audio", lambda: AudioTower(c), self.torch_device, self.dtype)
+            self.source = f"{directory} (thinker.audio_tower.*)"
+        else:
+            self.config = config or AudioConfig.preset(preset or "tiny")
+            self.model = random_tower(self.config, seed, self.torch_device).to(self.dtype).eval()
+            self.source = f"{self.config.name} preset, random weights (seed {seed})"
         self.extractor = self.config.mel.extractor()
-        self.source = f"{self.config.name} preset, random weights (seed {seed})"
         self.stats = {"clips": 0, "tokens": 0, "forwards": 0}
-        announce("qwen3_omni", spec.name, None, "the tiny preset", self.source, self._what())
+        announce("qwen3_omni", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._what())
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> AudioEncoder:

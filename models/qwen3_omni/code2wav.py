@@ -14,8 +14,9 @@ batch bucket (1, 2, 4, 8, then multiples of 8): since no kept sample reads a lat
 changes none of them, and the network sees only the shapes `warm_up` built before the first request.
 
 Presets: with a weights directory (argument, or WGC_QWEN3_OMNI_DIR) the checkpoint's `code2wav.*`
-tensors and `code2wav_config`; else `tiny` (code2wav_config.py) on random weights, 1920 samples
-per frame at 24 kHz like the real one, whose streamed audio equals one decode sample for sample.
+tensors and `code2wav_config` (weights.py), in float32; else `tiny` (code2wav_config.py) on random
+weights, 1920 samples per frame at 24 kHz like the real one, whose streamed audio equals one decode
+sample for sample.
 """
 
 from __future__ import annotations
@@ -28,25 +29,12 @@ import torch
 from torch import Tensor
 from wgc.models.qwen3_omni.code2wav_config import SAMPLE_RATE, Code2WavConfig, StreamWindows
 from wgc.models.qwen3_omni.code2wav_net import Code2WavNet, tiny_init
-from wgc.models.weights_io import (
-    WeightsError,
-    allocate,
-    announce,
-    check_tensors,
-    choose,
-    load_tensors,
-    meta_module,
-    one_line,
-    read_headers,
-    read_json,
-    shapes,
-)
+from wgc.models.qwen3_omni.weights import KNOB, Checkpoint
+from wgc.models.weights_io import announce, choose, one_line
 from wgc.runtime.component import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
 
-KNOB = "WGC_QWEN3_OMNI_DIR"
-PREFIX = "code2wav."  # the checkpoint's names of this component's tensors
 DEFAULT_MAX_BATCH = 16  # when the plan sets no max_batch for code2wav
 
 
@@ -61,8 +49,10 @@ class Code2Wav(Component):
         self.torch_device = torch.device(device)
         directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
         if directory is not None:
-            self.net = load_code2wav(directory, self.torch_device)
-            self.source = f"{directory} ({PREFIX}*)"
+            checkpoint = Checkpoint(directory)
+            c = checkpoint.code2wav_config
+            self.net = checkpoint.load("code2wav", lambda: Code2WavNet(c), self.torch_device, torch.float32)
+            self.source = f"{directory} (code2wav.*)"
         else:
             config = config or Code2WavConfig.preset(preset or "tiny")
             self.net = tiny_init(Code2WavNet(config)).to(self.torch_device)
@@ -173,32 +163,3 @@ def _as_codes(chunk: Any) -> Tensor:
 def batch_buckets(max_batch: int) -> list[int]:
     """1, 2, 4, 8, then every multiple of 8, up to max_batch (always one of them)."""
     return [*(b for b in (1, 2, 4) if b < max_batch), *range(8, max_batch, 8), max_batch]
-
-
-def load_code2wav(directory: str | Path, device: torch.device | str) -> Code2WavNet:
-    """Code2wav from a Qwen3-Omni directory: config.json's `code2wav_config` and the `code2wav.*`
-    tensors, from the shards model.safetensors.index.json names for them (every *.safetensors without
-    an index). Names and shapes are checked against the headers before anything is read; float32."""
-    directory = Path(directory)
-    raw = read_json(directory / "config.json", f"{directory}: no config.json")
-    sub = raw.get("code2wav_config")
-    if not isinstance(sub, dict):
-        raise WeightsError(f"{directory / 'config.json'}: no `code2wav_config` object")
-    try:
-        config = Code2WavConfig.from_hf(sub, name=directory.name)
-    except ValueError as err:
-        raise WeightsError(f"{directory / 'config.json'}: {err}") from None
-    index = directory / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map = read_json(index, "").get("weight_map", {})
-        files = sorted({directory / f for n, f in weight_map.items() if n.startswith(PREFIX)})
-    else:
-        files = sorted(directory.glob("*.safetensors"))
-    if not files:
-        raise WeightsError(f"{directory}: no safetensors file holds {PREFIX}* tensors")
-    found = {n: e for n, e in read_headers(files).items() if n.startswith(PREFIX)}
-    net = meta_module(lambda: Code2WavNet(config))
-    check_tensors(found, shapes(net, lambda n: PREFIX + n), directory)
-    net = allocate(net, device, torch.float32)
-    load_tensors({PREFIX + n: p for n, p in net.named_parameters()}, found)
-    return net

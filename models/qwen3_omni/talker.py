@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -52,6 +53,8 @@ from wgc.models.qwen3_omni import talker_model as tm
 from wgc.models.qwen3_omni.config import ThinkerConfig
 from wgc.models.qwen3_omni.talker_config import PREDICTOR_TEMPERATURE, PREDICTOR_TOP_K, PREDICTOR_TOP_P, TalkerConfig
 from wgc.models.qwen3_omni.thinker_model import ThinkerLM
+from wgc.models.qwen3_omni.weights import KNOB, Checkpoint
+from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import PARTIAL, Call, CallError
 from wgc.runtime.engines.kv_component import KVComponent
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Prepared, Write
@@ -71,20 +74,31 @@ class Talker(KVComponent):
 
     chunked_entries = frozenset({"prefill"})
 
-    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, preset: str | None = None,
-                 config: TalkerConfig | None = None, seed: int | None = None, plan_ahead: bool | None = None) -> None:
-        """Random weights for `config` or `preset` (default tiny); `seed` the base of every request's
-        seeds and of the random weights. Real weights: `self.model.load_state_dict` with the
-        checkpoint's `talker.*` names (prefix dropped), then `load_thinker_rows`."""
+    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
+                 preset: str | None = None, config: TalkerConfig | None = None, seed: int | None = None,
+                 plan_ahead: bool | None = None) -> None:
+        """Weights from `weights` (a Qwen3-Omni directory: `talker.*` and the seven thinker rows,
+        weights.py), else random ones for `config` or `preset`, else from WGC_QWEN3_OMNI_DIR, else the
+        tiny preset's; `seed` the base of every request's seeds (and of the random weights)."""
         super().__init__(spec, rank, device)
         if spec.tp > 1:
             raise ValueError(f"qwen3_omni {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented")
         self.torch_device = torch.device(device)
-        self.config = c = config if config is not None else TalkerConfig.preset(preset or "tiny")
+        directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
+        checkpoint = None if directory is None else Checkpoint(directory)
+        if checkpoint is not None:
+            self.config = c = checkpoint.talker_config
+        else:
+            self.config = c = config if config is not None else TalkerConfig.preset(preset or "tiny")
         self.dtype = self._dtype()
-        self.model = tm.TalkerModel(c)
-        tm.init_random(self.model, seed or 0)
-        self.model.to(self.torch_device, self.dtype).eval().requires_grad_(False)
+        if checkpoint is not None:
+            self.model = checkpoint.load_talker(lambda: tm.TalkerModel(c), self.torch_device, self.dtype)
+            self.source = f"{directory} (talker.*)"
+        else:
+            self.model = tm.TalkerModel(c)
+            tm.init_random(self.model, seed or 0)
+            self.model.to(self.torch_device, self.dtype).eval().requires_grad_(False)
+            self.source = f"{c.name} {'config' if config is not None else 'preset'}, random weights"
         self.seed = seed
         self.eos_out = int(spec.consts.get("codec_eos", c.codec_eos))  # the walk's codec EOS
         suppress = torch.zeros(c.vocab, dtype=torch.bool)
@@ -95,6 +109,7 @@ class Talker(KVComponent):
         self.kv = KVCacheEngine.for_spec(spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE, plan_ahead)
         self._open_user: dict[tuple[int, str], bool] = {}  # a user turn is open after the label's last part
         self.stats = {"forwards": 0, "tokens_in": 0, "frames_out": 0}
+        announce("qwen3_omni", spec.name, KNOB if fallback else None, "the tiny talker", self.source, self._where())
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> Talker:
@@ -107,8 +122,10 @@ class Talker(KVComponent):
         return talker
 
     def describe(self) -> str:
-        return (f"{self.config.name} talker, random weights; {self.kv.pages.num_pages} KV pages of "
-                f"{self.kv.page_size} tokens on {self.device}")
+        return f"{self.source}; {self._where()}"
+
+    def _where(self) -> str:
+        return f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
 
     def _dtype(self) -> torch.dtype:
         """The walk's dtype (bf16) on CUDA, float32 on CPU; the tiny preset computes in float64 on CPU,

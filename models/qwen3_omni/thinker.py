@@ -29,8 +29,9 @@ the label is set one past its end marker (`KVSeq.position`, undone with the step
 Deepstack features are added after layers 0..D-1 at the block's placeholder rows.
 
 Weights: `self.model` has the checkpoint's `thinker.*` names with the prefix dropped (`model.*`,
-`lm_head.weight`; per-expert MoE names as stored), so a state dict loads as is; the presets get
-random ones. The tiny preset computes in float64 on CPU, so that a batch's shape never changes a
+`lm_head.weight`; per-expert MoE names as stored): a Qwen3-Omni directory (`weights=` or
+WGC_QWEN3_OMNI_DIR) gives them, the config and tokenizer.json (weights.py); the presets get random
+ones. The tiny preset computes in float64 on CPU, so that a batch's shape never changes a
 sampled token (each request's reply alone and batched).
 """
 
@@ -39,6 +40,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -48,6 +50,8 @@ from wgc.models.qwen3_omni import chat, positions
 from wgc.models.qwen3_omni.config import ThinkerConfig, VocabMap
 from wgc.models.qwen3_omni.thinker_media import Media, parse
 from wgc.models.qwen3_omni.thinker_model import Deepstack, ThinkerLM
+from wgc.models.qwen3_omni.weights import KNOB, Checkpoint
+from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import PARTIAL, Call, CallError
 from wgc.runtime.engines.kv_component import KVComponent
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, KVSeq, Prepared, Write
@@ -80,35 +84,50 @@ class Thinker(KVComponent):
     chunked_entries = frozenset({"prefill_text"})
     read_only_entries = frozenset({"talker_input"})
 
-    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, preset: str | None = None,
-                 config: ThinkerConfig | None = None, seed: int | None = None, plan_ahead: bool | None = None) -> None:
-        """Random weights for `config` or `preset` (default tiny); `seed` the base of every request's
-        seeds and of the random weights. Real weights: `self.model.load_state_dict` with the
-        checkpoint's `thinker.model.*` / `thinker.lm_head.*` names (prefix `thinker.` dropped)."""
+    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
+                 preset: str | None = None, config: ThinkerConfig | None = None, seed: int | None = None,
+                 plan_ahead: bool | None = None) -> None:
+        """Weights from `weights` (a Qwen3-Omni directory: weights.py), else random ones for `config` or
+        `preset`, else from WGC_QWEN3_OMNI_DIR, else the tiny preset's; `seed` the base of every
+        request's seeds (and of the random weights)."""
         super().__init__(spec, rank, device)
         if spec.tp > 1:
             raise ValueError(f"qwen3_omni {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented")
         self.torch_device = torch.device(device)
-        self.config = c = config if config is not None else ThinkerConfig.preset(preset or "tiny")
+        directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
+        checkpoint = None if directory is None else Checkpoint(directory)
+        if checkpoint is not None:
+            self.config = c = checkpoint.thinker_config
+        else:
+            self.config = c = config if config is not None else ThinkerConfig.preset(preset or "tiny")
         self.dtype = self._dtype()
-        self.model = ThinkerLM(c)
-        init_random(self.model, seed or 0)
-        self.model.to(self.torch_device, self.dtype).eval().requires_grad_(False)
+        if checkpoint is not None:
+            self.model = checkpoint.load("thinker", lambda: ThinkerLM(c), self.torch_device, self.dtype)
+            self.tokenizer = checkpoint.tokenizer
+            self.source = f"{directory} (thinker.model.*, thinker.lm_head.*)"
+        else:
+            self.model = ThinkerLM(c)
+            init_random(self.model, seed or 0)
+            self.model.to(self.torch_device, self.dtype).eval().requires_grad_(False)
+            self.tokenizer = chat.tiny_tokenizer(c.tokens)
+            self.source = f"{c.name} {'config' if config is not None else 'preset'}, random weights"
         self.map = VocabMap(c)
-        self.tokenizer = chat.tiny_tokenizer(c.tokens)
         self.seed = seed
         geometry = Geometry(c.layers, c.heads, c.kv_heads, c.head_dim, c.max_positions, self.dtype)
         self.kv = KVCacheEngine.for_spec(spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE, plan_ahead)
         self._parts: dict[tuple[int, str], Part] = {}
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
+        announce("qwen3_omni", spec.name, KNOB if fallback else None, "the tiny thinker", self.source, self._where())
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> Thinker:
         return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
-        return (f"{self.config.name} thinker, random weights; {self.kv.pages.num_pages} KV pages of "
-                f"{self.kv.page_size} tokens on {self.device}")
+        return f"{self.source}; {self._where()}"
+
+    def _where(self) -> str:
+        return f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
 
     def _dtype(self) -> torch.dtype:
         if self.torch_device.type == "cuda":

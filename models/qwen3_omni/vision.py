@@ -29,12 +29,14 @@ attention runs per frame size as a dense batch (segments.py).
 
 Parameter names are the checkpoint's with `thinker.visual.` dropped: patch_embed.proj, pos_embed,
 blocks.{i}.norm1/norm2, blocks.{i}.attn.qkv/proj, blocks.{i}.mlp.linear_fc1/linear_fc2,
-merger.ln_q, merger.mlp.{0,2}, merger_list.{k}.ln_q, merger_list.{k}.mlp.{0,2}.
+merger.ln_q, merger.mlp.{0,2}, merger_list.{k}.ln_q, merger_list.{k}.mlp.{0,2}. A Qwen3-Omni
+directory (`weights=` or WGC_QWEN3_OMNI_DIR) gives them and the configs (weights.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -44,7 +46,8 @@ from wgc.models.layers.rope import apply_rotary
 from wgc.models.qwen3_omni.segments import Segments
 from wgc.models.qwen3_omni.vision_config import VisionConfig
 from wgc.models.qwen3_omni.vision_transform import Prepared, prepare_image, prepare_video
-from wgc.models.weights_io import announce
+from wgc.models.qwen3_omni.weights import KNOB, Checkpoint
+from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
@@ -176,18 +179,27 @@ class VisionEncoder(Component):
     """Stateless: encode_image(img: image) and encode_video(clip: video) -> the dict of the module
     docstring, its embeds [N, out_hidden]."""
 
-    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, preset: str | None = None,
-                 config: VisionConfig | None = None, seed: int = 0) -> None:
-        """Random weights for `config`, else for `preset` (default tiny); the checkpoint loader comes later."""
+    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
+                 preset: str | None = None, config: VisionConfig | None = None, seed: int = 0) -> None:
+        """Weights from `weights` (a Qwen3-Omni directory: `thinker.visual.*`, vision_config and the
+        image processor's bounds, weights.py), else random ones for `config` or `preset`, else from
+        WGC_QWEN3_OMNI_DIR, else the tiny preset's."""
         super().__init__(spec, rank, device)
         self.torch_device = torch.device(device)
         cuda = self.torch_device.type == "cuda"  # float32 off CUDA: CPU bf16 is slow, tiny is for exact tests
         self.dtype = _DTYPES.get(str(spec.attrs.get("dtype", "bf16")), torch.bfloat16) if cuda else torch.float32
-        self.config = config or VisionConfig.preset(preset or "tiny")
-        self.model = random_tower(self.config, seed, self.torch_device).to(self.dtype).eval()
-        self.source = f"{self.config.name} preset, random weights (seed {seed})"
+        directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
+        if directory is not None:
+            checkpoint = Checkpoint(directory)
+            self.config = c = checkpoint.vision_config
+            self.model = checkpoint.load("vision", lambda: VisionTower(c), self.torch_device, self.dtype)
+            self.source = f"{directory} (thinker.visual.*)"
+        else:
+            self.config = config or VisionConfig.preset(preset or "tiny")
+            self.model = random_tower(self.config, seed, self.torch_device).to(self.dtype).eval()
+            self.source = f"{self.config.name} preset, random weights (seed {seed})"
         self.stats = {"images": 0, "videos": 0, "tokens": 0, "forwards": 0}
-        announce("qwen3_omni", spec.name, None, "the tiny preset", self.source, self._what())
+        announce("qwen3_omni", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._what())
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> VisionEncoder:
