@@ -170,3 +170,56 @@ def test_bagel_bench_draws_four_panels(bagel_run: tuple[ModuleType, str, dict], 
     module, _, results = bagel_run
     path = module.plot(results, tmp_path)
     assert path == tmp_path / "bagel.png" and path.stat().st_size > 0
+
+
+# ---- bench/omni_speech.py --------------------------------------------------------------------------
+
+OMNI = Path(__file__).resolve().parents[2] / "bench" / "omni_speech.py"
+
+
+@pytest.fixture(scope="module")
+def omni_run() -> tuple[ModuleType, str, dict]:
+    """bench/omni_speech.py --quick (2 concurrent, 30 frames, one run a side) on the real tiny Qwen3-Omni,
+    worker processes on one and two ranks and transformers' generate, once."""
+    spec = importlib.util.spec_from_file_location("bench_omni_speech", OMNI)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    out = io.StringIO()
+    threads = torch.get_num_threads()
+    try:
+        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(out):
+            results = module.main(["--quick", "--no-plot", "--threads", "1"])
+        yield module, out.getvalue(), results
+    finally:
+        torch.set_num_threads(threads)
+        sys.modules.pop(spec.name, None)
+        sys.modules.pop("omni_reference", None)
+
+
+@pytest.mark.slow
+def test_omni_speech_bench_prints_its_three_tables(omni_run: tuple[ModuleType, str, dict]) -> None:
+    module, report, results = omni_run
+    quick = module.QUICK
+    assert "tiny preset" in report and report.count("### ") == 3 and report.count("Reading: ") == 3
+    for c in quick.levels:
+        for label in module.SIDES.values():
+            assert f"| {c} | {label} |" in report
+        assert set(results["floors"][c][0]) == {"prefill", "talker", "window", "floor"}
+    for c in quick.rank_levels:
+        assert f"| {c} | 1 rank (cpu.toml, max_batch 16) |" in report and f"| {c} | 2 ranks (" in report
+    frames = 1920 * quick.frames - 555  # every request's audio, streamed by wgc, whole from transformers
+    for (side, c), runs in results["runs"].items():
+        assert runs[0]["audio_s"] > 0, (side, c)
+        if side in ("one", "two"):
+            assert runs[0]["audio_s"] == pytest.approx(c * frames / 24000)
+    assert "Greedy check (" in report and {"reply_same", "same_frames", "rows_shared"} <= set(results["check"])
+
+
+@pytest.mark.slow
+def test_omni_speech_bench_draws_three_panels(omni_run: tuple[ModuleType, str, dict], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    module, _, results = omni_run
+    path = module.plot(results, module.QUICK, tmp_path)
+    assert path == tmp_path / "omni_speech.png" and path.stat().st_size > 0
