@@ -97,6 +97,8 @@ class Talker(KVComponent):
         else:
             self.model = tm.TalkerModel(c)
             tm.init_random(self.model, seed or 0)
+            if config is None and c.name == "tiny":
+                self.model.load_thinker_rows(_tiny_thinker_embeddings())
             self.model.to(self.torch_device, self.dtype).eval().requires_grad_(False)
             self.source = f"{c.name} {'config' if config is not None else 'preset'}, random weights"
         self.seed = seed
@@ -113,13 +115,9 @@ class Talker(KVComponent):
 
     @classmethod
     def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> Talker:
-        """The tiny preset, its thinker rows from the tiny thinker's random embeddings (`Thinker.tiny`'s
-        weights, rebuilt here: the thinker may be on another rank), so the tiny components are one model."""
-        talker = cls(spec, rank, device, preset="tiny")
-        thinker = ThinkerLM(ThinkerConfig.preset("tiny"))
-        init_random(thinker, 0)
-        talker.model.load_thinker_rows(thinker.model.embed_tokens.weight)
-        return talker
+        """The tiny preset (its thinker rows from the tiny thinker's random embeddings, see
+        `_tiny_thinker_embeddings`), so the tiny components are one model."""
+        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self._where()}"
@@ -370,3 +368,12 @@ class Talker(KVComponent):
 
     def counters(self) -> dict[str, int]:
         return {**self.kv.counters(), "requests": len({r for r, _ in self.kv.seqs}), **self.stats}
+
+
+def _tiny_thinker_embeddings() -> torch.Tensor:
+    """The tiny thinker's random token embeddings (`Thinker.tiny`'s weights, rebuilt here: the thinker
+    may be on another rank). Whichever way the tiny talker is built — `tiny`, or the constructor a
+    worker process calls with no weights — its seven thinker rows are these, not random ones."""
+    thinker = ThinkerLM(ThinkerConfig.preset("tiny"))
+    init_random(thinker, 0)
+    return thinker.model.embed_tokens.weight.detach()

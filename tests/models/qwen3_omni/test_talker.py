@@ -18,6 +18,7 @@ from tests.models.qwen3_omni.talker_helpers import (
     hf_modeling,
     hf_parts,
     hf_talker,
+    talker_spec,
     thinker_rows,
     tiny_talker,
 )
@@ -141,3 +142,14 @@ def test_greedy_frames_match_transformers_generate(seed: int, penalty: float) ->
     assert [int(f[0]) for f in got] == [WALK_EOS if h == c.codec_eos else h for h in heads]
     assert [f.tolist() for f in got[:len(want)]] == want
     assert len(want) >= 4  # past the reply (3 tokens) into tts_eos and tts_pad
+
+
+def test_the_constructor_without_weights_is_the_tiny_preset_with_the_thinkers_rows() -> None:
+    """A worker process builds a component with its plain constructor: with no weights that must be the
+    same model as `Talker.tiny` (the seven thinker rows from the tiny thinker), or frames drift."""
+    from wgc.models.qwen3_omni.talker import Talker
+
+    spec = talker_spec()
+    plain, tiny = Talker(spec, 0, "cpu"), Talker.tiny(spec, 0, "cpu")
+    for (name, a), (_, b) in zip(plain.model.state_dict().items(), tiny.model.state_dict().items()):
+        assert torch.equal(a, b), name
