@@ -27,6 +27,7 @@ from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
 from wgc.runtime.worker.startup import Make, Step, start_rank
 
 from wgc.plan.model import ComponentSpec, Plan
+from wgc.settings import cpu_threads
 
 _BATCH = 512  # messages taken per round at most, so a flood of messages cannot starve the executor
 
@@ -38,11 +39,23 @@ def component_maker(plan: Plan, rank: int, fake: bool) -> Make:
     with none given, runs its tiny preset on random weights and logs that in one line.
     """
     device = plan.ranks[rank].device
+    if device == "cpu" and not fake:
+        share_cpu(plan, rank)
 
     def make(spec: ComponentSpec) -> Component:
         return FakeComponent(spec, rank, device) if fake else load_class(spec.cls)(spec, rank, device)
 
     return make
+
+
+def share_cpu(plan: Plan, rank: int) -> None:
+    """A CPU rank computes with its share of the host's cores (settings.cpu_threads): torch's default,
+    every core in every process, oversubscribes a host that runs several ranks (and small models lose
+    more to threads waiting on each other than they gain)."""
+    import torch
+
+    host = plan.ranks[rank].host
+    torch.set_num_threads(cpu_threads(sum(1 for r in plan.ranks if r.device == "cpu" and r.host == host)))
 
 
 class Worker:
