@@ -4,8 +4,9 @@
     WGC_MAX_NESTING      deepest bracket nesting a .walk program may use (64)
     WGC_CPU_KV_MEMORY    KV pool of a kv component whose placement sets neither kv_memory nor
                          kv_memory_fraction, on CPU ("256MiB")
-    WGC_CPU_THREADS      torch intra-op threads of a CPU rank's worker process (default: the host's
-                         cores shared out among the plan's CPU ranks on it, at least 1)
+    WGC_CPU_THREADS      torch intra-op threads of a CPU rank's worker process (default: torch's own when
+                         OMP_NUM_THREADS is set, else the host's cores shared out among the plan's CPU
+                         ranks on it, at least 1)
     WGC_EXPECTED_CONTEXT tokens the HTTP frontend expects one request to hold per KV label, when it
                          sizes its running slots from the KV pools (2048; a component's
                          max_seq_len caps it)
@@ -69,14 +70,17 @@ def cpu_kv_memory() -> int:
     return size
 
 
-def cpu_threads(ranks_on_host: int) -> int:
-    """Intra-op threads of one CPU worker (WGC_CPU_THREADS; default the cores shared out among the
-    `ranks_on_host` CPU ranks: two ranks on two cores must not each start two threads)."""
+def cpu_threads(ranks_on_host: int) -> int | None:
+    """Intra-op threads of one CPU worker: WGC_CPU_THREADS; None (torch's own) when OMP_NUM_THREADS is
+    set; else the cores shared out among the `ranks_on_host` CPU ranks (two ranks on two cores must
+    not each start two threads)."""
     text = os.environ.get("WGC_CPU_THREADS", "").strip()
     if text:
         if not text.isdigit() or int(text) < 1:
             raise ValueError(f"WGC_CPU_THREADS={text!r}: not a positive integer")
         return int(text)
+    if os.environ.get("OMP_NUM_THREADS"):
+        return None
     return max(1, (os.cpu_count() or 1) // max(1, ranks_on_host))
 
 

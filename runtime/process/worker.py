@@ -52,10 +52,12 @@ def share_cpu(plan: Plan, rank: int) -> None:
     """A CPU rank computes with its share of the host's cores (settings.cpu_threads): torch's default,
     every core in every process, oversubscribes a host that runs several ranks (and small models lose
     more to threads waiting on each other than they gain)."""
-    import torch
-
     host = plan.ranks[rank].host
-    torch.set_num_threads(cpu_threads(sum(1 for r in plan.ranks if r.device == "cpu" and r.host == host)))
+    threads = cpu_threads(sum(1 for r in plan.ranks if r.device == "cpu" and r.host == host))
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 class Worker:
