@@ -1,16 +1,15 @@
 """The audio encoder's input: a clip checked, resampled to 16 kHz, and made into its log-mel features.
 
-A clip arrives as the runtime hands every audio part to a component (runtime/http/media.py): float32
-samples [N] in [-1, 1], mono. A bare tensor (or numpy array) is taken to be at 16 kHz, the rate the
-frontend must decode at (`decode_wav(..., rate=16000)`). A clip at another rate comes as a pair
-`(samples, rate)` or a dict `{"samples": ..., "rate": ...}` and is resampled here.
+A clip arrives as the HTTP frontend hands every audio input to a component (runtime/http/media.py
+`audio_clip`): a dict `{"samples": float32 [N] in [-1, 1], mono, "rate": the WAV's own rate}`, or a
+pair `(samples, rate)`, resampled here. A bare tensor (or numpy array) is taken to be at 16 kHz.
 
 Resampling (`resample`): band-limited interpolation with a Hann-windowed sinc, 6 zero crossings
 each side, cut off at 0.99 of the lower Nyquist frequency (the filter `torchaudio.functional.resample`
 uses by default), as a polyphase convolution: the ratio reduced by the gcd (44.1 kHz -> 16 kHz is
 441 -> 160), one kernel per output phase, strided over the input. Neither torchaudio nor soxr (what
-`librosa.load` uses) is a dependency; the frontend's own `decode_wav(rate=)` interpolates linearly,
-which aliases.
+`librosa.load` uses) is a dependency; the frontend's `decode_wav(rate=)` interpolates linearly, which
+aliases, and so leaves the rate to the component.
 
 Features (`log_mel`): transformers' WhisperFeatureExtractor (audio_config.MelConfig), one clip per
 call as the Qwen3-Omni processor makes them for one audio: padding to the longest of a batch would

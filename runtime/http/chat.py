@@ -2,8 +2,10 @@
 
 Each of the n choices is one runtime request. Text comes out through TextChoice (incremental,
 UTF-8-safe, stop strings, exact token counts); audio, when the model speaks and the client asks
-for it, as 16-bit PCM (base64 chunks when streaming, a WAV file otherwise). A choice that meets
-a stop string is cancelled at once on every rank.
+for it, as 16-bit PCM (base64 chunks when streaming, a WAV file otherwise), the text then also as
+the audio's transcript. A choice that meets a stop string is cancelled at once on every rank;
+one whose walks stopped a loop at its `max` bound (the text's max_tokens, a talker's frame bound)
+finishes with "length".
 """
 
 from __future__ import annotations
@@ -39,15 +41,17 @@ class ChatRun:
     """The n choices of one completion as their events arrive."""
 
     def __init__(self, service: Service, body: Any, stops: list[str], prompt_tokens: int, n: int,
-                 max_tokens: int | None) -> None:
+                 max_tokens: int | None, audio: bool) -> None:
         self.choices = [TextChoice(i, service.tokenizer, service.end_ids, stops, max_tokens) for i in range(n)]
         self.pcm = [bytearray() for _ in range(n)]
         self.prompt_tokens = prompt_tokens
+        self.audio = audio
         self.audio_format = getattr(getattr(body, "audio", None), "format", "wav")
         self.sample_rate = service.sample_rate()
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.audio_id = f"audio-{uuid.uuid4().hex}"
         self.created = int(time.time())
+        self.expires_at = self.created + 3600
         self._opened = [False] * n
         self._closed = [False] * n
 
@@ -58,21 +62,26 @@ class ChatRun:
             out.append(Delta(i, {"role": "assistant", "content": ""}))
         if isinstance(event, OutputEvent) and choice.finish is None:
             if event.modality == "text":
-                text = choice.feed(event.payload)
-                if text:
-                    out.append(Delta(i, {"content": text}))
+                out += self._text(i, choice.feed(event.payload))
             elif event.modality == "audio":
                 pcm = to_pcm16(event.payload)
                 self.pcm[i] += pcm
                 out.append(Delta(i, {"audio": {"id": self.audio_id, "data": base64.b64encode(pcm).decode()}}))
         elif isinstance(event, DoneEvent):
-            tail = choice.end()
-            if tail:
-                out.append(Delta(i, {"content": tail}))
+            out += self._text(i, choice.end(cut=bool(event.cut)))
         if choice.finish is not None and not self._closed[i]:
             self._closed[i] = True
+            if self.audio:  # OpenAI's last audio update: only its expiry
+                out.append(Delta(i, {"audio": {"id": self.audio_id, "expires_at": self.expires_at}}))
             out.append(Delta(i, {}, choice.finish))
         return out
+
+    def _text(self, i: int, text: str) -> list[Delta]:
+        """A text delta; with audio out also the audio's transcript, as OpenAI streams it."""
+        if not text:
+            return []
+        return [Delta(i, {"content": text, "audio": {"id": self.audio_id, "transcript": text}} if self.audio
+                      else {"content": text})]
 
     def usage(self) -> dict[str, int]:
         done = sum(c.tokens for c in self.choices)
@@ -87,7 +96,7 @@ class ChatRun:
                 pcm = bytes(self.pcm[c.index])
                 data = wav_file(pcm, self.sample_rate) if self.audio_format == "wav" else pcm
                 message["audio"] = {"id": self.audio_id, "data": base64.b64encode(data).decode(),
-                                    "expires_at": self.created + 3600, "transcript": c.content}
+                                    "expires_at": self.expires_at, "transcript": c.content}
             choices.append({"index": c.index, "message": message, "finish_reason": c.finish or "stop",
                             "logprobs": None})
         return {"id": self.id, "object": "chat.completion", "created": self.created, "model": model,
@@ -110,7 +119,7 @@ def _prepare(service: Service, body: Any, stops: list[str], params: dict[str, An
     pieces = chat_pieces(service.caps, service.template, body.messages, service.limits, check)
     fields = {**to_request(service.caps, service.tokenizer, pieces, "messages"),
               "outputs": ["text", "audio"] if audio else ["text"]}
-    return ChatRun(service, body, stops, counted[0], body.n, params.get("max_tokens")), fields
+    return ChatRun(service, body, stops, counted[0], body.n, params.get("max_tokens"), audio), fields
 
 
 async def chat_completions(service: Service, request: Request, body: Any) -> Response:
@@ -123,6 +132,8 @@ async def chat_completions(service: Service, request: Request, body: Any) -> Res
     stops = check_stop(body.stop, limits)
     service.check_n(body.n)
     audio = wants_audio(body)
+    if getattr(body, "audio", None) is not None:
+        service.check_voice(body.audio.voice, "audio.voice")
     given = chat_params(service.caps, body)
     params = service.params(given)
     deadline = service.deadline(body.timeout)

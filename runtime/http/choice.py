@@ -3,7 +3,7 @@
 The tokens a choice receives are counted exactly (usage.completion_tokens, an end token
 included); the text shown stops at the first end token or stop string. finish_reason is "stop"
 for an end token, a stop string, or a walk that ended by itself short of max_tokens, and
-"length" when max_tokens tokens came.
+"length" when max_tokens tokens came or a walk's loop stopped at its `max` bound.
 """
 
 from __future__ import annotations
@@ -55,13 +55,14 @@ class TextChoice:
         self.text.append(delta)
         return delta
 
-    def end(self) -> str:
-        """The request is done: what was held back, and the finish reason."""
+    def end(self, cut: bool = False) -> str:
+        """The request is done: what was held back, and the finish reason (`cut`: a loop of its walks
+        stopped at its `max` bound, so the answer is cut short even if the text is not)."""
         if self.finish is not None:
             return ""
         tail = self.matcher.push(self.detok.finish())
         tail += self.matcher.finish()
-        hit_limit = self.max_tokens is not None and self.tokens >= self.max_tokens
+        hit_limit = cut or (self.max_tokens is not None and self.tokens >= self.max_tokens)
         self.finish = "stop" if self.matcher.stopped or not hit_limit else "length"
         self.text.append(tail)
         return tail

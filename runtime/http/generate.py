@@ -88,7 +88,7 @@ class EventLines:
         if not isinstance(event, DoneEvent):  # Running.events raises for errors and cancellations
             return {"type": "end"}
         out = {"type": "done", "outputs": event.outputs, "t": round(event.t_since_submit, 6),
-               "t_first": None if event.t_first is None else round(event.t_first, 6)}
+               "t_first": None if event.t_first is None else round(event.t_first, 6), "cut": list(event.cut)}
         tail = self.detok.finish()
         if tail:
             out["text"] = tail

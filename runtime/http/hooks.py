@@ -2,6 +2,8 @@
 
     tokenizer(spec: ComponentSpec) -> Tokenizer   on the module of the component that emits text
     sample_rate(spec: ComponentSpec) -> int       on the module of the component that emits audio
+    voices(spec: ComponentSpec) -> Sequence[str]   ditto: the voices it has (a checkpoint's speakers;
+                                                  outputs.voices narrows the voice param's choices to them)
 
 With fake components no module is imported (fakes need none, and a model may have no module yet).
 """

@@ -154,6 +154,6 @@ class MediaBudget:
         self.admitted.append(medium)
         return medium
 
-    def decode(self, medium: Encoded, rate: int | None = None) -> Any:
-        """A medium admitted before, as a tensor."""
-        return decode_encoded(medium, self.limits.media, rate)
+    def decode(self, medium: Encoded) -> Any:
+        """A medium admitted before, as the component takes it (media.decode_encoded)."""
+        return decode_encoded(medium, self.limits.media)

@@ -1,7 +1,8 @@
 """Media in: data URLs and uploaded files decoded, checked for size, and made into tensors.
 
 Images become uint8 tensors [H, W, 3] (decoded with Pillow, imported only when an image comes);
-audio becomes float32 samples [N] in [-1, 1], mono, from WAV (stdlib `wave`). Sizes are checked
+audio becomes `{"samples": float32 [N] in [-1, 1], mono, "rate": Hz}` from WAV (stdlib `wave`), at
+the file's own rate: the component that takes it resamples to its own. Sizes are checked
 before anything is decoded in full: encoded bytes against `max_bytes`, an image's pixel count
 (read from its header) against `max_pixels`, audio length against `max_seconds`. The server
 never fetches a URL: only `data:` URLs are accepted. Anything a decoder raises on a client's bytes
@@ -145,8 +146,8 @@ def wav_header(data: bytes, param: str, limits: MediaLimits) -> WavHeader:
     return header
 
 
-def decode_wav(data: bytes, param: str, limits: MediaLimits, rate: int | None = None) -> Any:
-    """float32 tensor [N] (channels averaged), resampled to `rate` when given."""
+def read_wav(data: bytes, param: str, limits: MediaLimits) -> tuple[Any, int]:
+    """(float32 tensor [N] with the channels averaged, the file's sample rate)."""
     import torch
 
     head = wav_header(data, param, limits)
@@ -162,11 +163,25 @@ def decode_wav(data: bytes, param: str, limits: MediaLimits, rate: int | None = 
     dtype, offset, scale = _PCM[head.width]
     samples = (np.frombuffer(raw, dtype=dtype).astype(np.float32) - offset) / scale
     mono = samples.reshape(-1, head.channels).mean(axis=1) if head.channels > 1 else samples
-    out = torch.from_numpy(np.ascontiguousarray(mono, dtype=np.float32))  # [N] f32
-    if rate and rate != head.rate and out.numel() > 1:
-        n = max(1, round(out.numel() * rate / head.rate))
+    return torch.from_numpy(np.ascontiguousarray(mono, dtype=np.float32)), head.rate  # [N] f32
+
+
+def decode_wav(data: bytes, param: str, limits: MediaLimits, rate: int | None = None) -> Any:
+    """float32 tensor [N] (channels averaged), linearly resampled to `rate` when given."""
+    import torch
+
+    out, found = read_wav(data, param, limits)
+    if rate and rate != found and out.numel() > 1:
+        n = max(1, round(out.numel() * rate / found))
         out = torch.nn.functional.interpolate(out[None, None], size=n, mode="linear", align_corners=False)[0, 0]
     return out
+
+
+def audio_clip(data: bytes, param: str, limits: MediaLimits) -> dict[str, Any]:
+    """An audio input as every component receives it: `{"samples": float32 [N] in [-1, 1], mono, "rate":
+    the file's rate in Hz}`; the component resamples to the rate it needs."""
+    samples, rate = read_wav(data, param, limits)
+    return {"samples": samples, "rate": rate}
 
 
 @dataclass(frozen=True)
@@ -196,14 +211,11 @@ def measure(medium: Encoded, limits: MediaLimits) -> float:
     return wav_header(medium.data, medium.param, limits).seconds
 
 
-def decode_encoded(medium: Encoded, limits: MediaLimits, rate: int | None = None) -> Any:
+def decode_encoded(medium: Encoded, limits: MediaLimits) -> Any:
+    """An image as a uint8 tensor [H, W, 3]; audio as `audio_clip`'s {"samples", "rate"}."""
     if medium.kind == "image":
         return decode_image(medium.data, medium.param, limits)
-    return decode_wav(medium.data, medium.param, limits, rate)
+    return audio_clip(medium.data, medium.param, limits)
 
 
 _WAV_TYPES = ("", "audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave", "wav")
-
-
-def decode_media(kind: str, mime: str, data: bytes, param: str, limits: MediaLimits, rate: int | None) -> Any:
-    return decode_encoded(encoded(kind, mime, data, param), limits, rate)

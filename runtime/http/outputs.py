@@ -5,6 +5,7 @@ audio emitter's sample rate. Shared by the HTTP routes and `wgc run -o DIR` (wgc
     formats.tokenizer.decode(ids)   # text tokens -> bytes (the module's tokenizer hook, else one byte a token)
     formats.end_ids                 # tokens that end the text and are never shown
     formats.sample_rate             # the audio emitter's `sample_rate(spec)` hook, its `const sample_rate`, else 24 kHz
+    formats.voices                  # the voices a request may name (None: any string)
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 from wgc.runtime.http.capabilities import Capabilities
 from wgc.runtime.http.hooks import component_hook
+from wgc.runtime.http.plan_schemas import VOICE_PARAMS
 from wgc.runtime.http.tokenizer import Tokenizer, load_tokenizer, stop_ids
 
 from wgc.plan.model import ComponentSpec
@@ -26,13 +28,15 @@ class OutputFormats:
     tokenizer: Tokenizer
     end_ids: frozenset[int]
     sample_rate: int
+    voices: tuple[str, ...] | None = None
 
     @staticmethod
     def of(caps: Capabilities, fake: bool) -> OutputFormats:
         text = caps.emitters.get("text", ())
         tokenizer = load_tokenizer(text[0] if text else None, fake)
-        return OutputFormats(tokenizer, stop_ids(tokenizer) | eos_consts(text, fake),
-                             sample_rate(caps.emitters.get("audio", ()), fake))
+        audio = caps.emitters.get("audio", ())
+        return OutputFormats(tokenizer, stop_ids(tokenizer) | eos_consts(text, fake), sample_rate(audio, fake),
+                             voices(caps, audio, fake))
 
 
 def eos_consts(specs: tuple[ComponentSpec, ...], fake: bool) -> frozenset[int]:
@@ -55,3 +59,24 @@ def sample_rate(specs: tuple[ComponentSpec, ...], fake: bool) -> int:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return DEFAULT_SAMPLE_RATE
+
+
+def voices(caps: Capabilities, specs: tuple[ComponentSpec, ...], fake: bool) -> tuple[str, ...] | None:
+    """The voices a request may name: the plan's `voice` (or `speaker`) param's choices, narrowed to those
+    the audio emitter's module hook `voices(spec)` names (a checkpoint's speakers, matched without case);
+    the hook's names where the param lists none. None: the plan has no voice param, or takes any string."""
+    param = caps.param(*VOICE_PARAMS)
+    if param is None:
+        return None
+    offered = None
+    for spec in specs:
+        hook = component_hook(spec, "voices", fake)
+        if hook is not None:
+            offered = tuple(str(v) for v in hook(spec))
+            break
+    if param.choices is None:
+        return offered
+    if offered is None:
+        return tuple(str(c) for c in param.choices)
+    names = {v.lower() for v in offered}
+    return tuple(str(c) for c in param.choices if str(c).lower() in names)

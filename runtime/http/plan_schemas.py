@@ -122,16 +122,18 @@ def _stop(limits: Limits) -> Any:
     return one | Annotated[list[one], Field(json_schema_extra={"maxItems": limits.max_stop})] | None  # type: ignore[valid-type]
 
 
-def build(caps: Capabilities, max_choices: int, limits: Limits | None = None, plan: Plan | None = None) -> PlanModels:
+def build(caps: Capabilities, max_choices: int, limits: Limits | None = None, plan: Plan | None = None,
+          voices: tuple[str, ...] | None = None) -> PlanModels:
     """The request models; with the plan, /v1/generate's also names the outputs, part kinds and named
-    inputs it takes (the runtime's own rules, coordinator/request.py)."""
+    inputs it takes (the runtime's own rules, coordinator/request.py). `voices` (outputs.voices): the
+    voices a request may name, documented; the routes refuse any other with a 400 listing them."""
     limits = limits or Limits()
     name = "".join(part.capitalize() for part in caps.model.split("_"))
     fields = {p.name: (param_type(p) | None, Field(None, description=_describe(p))) for p in caps.params.values()}
     params = create_model(f"{name}Params", __base__=Strict, **fields)  # type: ignore[call-overload]
     voice = caps.param(*VOICE_PARAMS)
-    voice_type = _literal(list(voice.choices)) if voice and voice.choices else StrictStr if voice else \
-        Literal["default"]
+    voice_type = Annotated[StrictStr, _documented({"enum": list(voices)})] if voice and voices is not None else \
+        StrictStr if voice else Literal["default"]
     chat_audio = create_model(f"{name}ChatAudio", __base__=Strict, voice=(voice_type, ...),
                               format=(Literal["wav", "pcm16"], "wav"))
     common: dict[str, Any] = {

@@ -62,8 +62,9 @@ class Service:
         self.limits = Limits.of(plan.settings, dict(options.limits))
         configure_pillow(self.limits.max_image_pixels)
         self.max_choices = min(self.sizing.capacity.max_running, self.limits.max_n or self.sizing.capacity.max_running)
-        self.models = plan_schemas.build(self.caps, self.max_choices, self.limits, plan)
         formats = OutputFormats.of(self.caps, options.fake)
+        self.voices = formats.voices
+        self.models = plan_schemas.build(self.caps, self.max_choices, self.limits, plan, formats.voices)
         self.tokenizer: Tokenizer = formats.tokenizer
         self.context = Context(plan, self.limits.max_prompt_tokens,
                                counts=options.fake or not isinstance(self.tokenizer, ByteTokenizer))
@@ -150,10 +151,19 @@ class Service:
 
     def params(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Plan params, type- and bound-checked (defaults filled in)."""
+        voice = self.caps.param(*plan_schemas.VOICE_PARAMS)
+        if voice is not None and given.get(voice.name) is not None:
+            self.check_voice(given[voice.name], f"params.{voice.name}")
         try:
             return resolve_params(self.plan.params, dict(given))
         except RequestError as err:
             raise ApiError("invalid_request", str(err), "params") from None
+
+    def check_voice(self, value: Any, param: str) -> None:
+        """400 naming `param` and the voices this model has, for a voice it does not have."""
+        if self.voices is not None and value not in self.voices:
+            raise ApiError("unsupported_value", f"{param}: {clipped(str(value))!r} is not a voice of model "
+                           f"`{self.plan.model}` (its voices: {', '.join(self.voices) or 'none'})", param)
 
     def deadline(self, timeout: float | None) -> float:
         limit = self.options.request_timeout if timeout is None else min(timeout, self.options.request_timeout)

@@ -33,6 +33,7 @@ def speech_params(service: Service, body: Any) -> tuple[dict[str, Any], bool]:
     given: dict[str, Any] = body.params.model_dump(exclude_none=True) if body.params is not None else {}
     voice = service.caps.param(*VOICE_PARAMS)
     if voice is not None:
+        service.check_voice(body.voice, "voice")
         given[voice.name] = body.voice
     for field in ("speed", "instructions"):
         if getattr(body, field, None) is not None:

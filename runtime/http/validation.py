@@ -13,10 +13,11 @@ from wgc.plan.model import Plan
 
 
 def validation_error(plan: Plan, errors: Any) -> ApiError:
-    """The first validation error as an ApiError: malformed JSON 400, a field the plan has no use for
+    """The first validation error as an ApiError (of a union, the branch that came furthest: a content
+    list's part, not "content is not a string"): malformed JSON 400, a field the plan has no use for
     400 `unsupported_parameter`, anything else 422."""
-    first = dict(errors[0]) if errors else {"type": "", "loc": (), "msg": "invalid body"}
-    loc = [str(x) for x in first.get("loc", ()) if x != "body"]
+    first = _deepest(errors) if errors else {"type": "", "loc": (), "msg": "invalid body"}
+    loc = _field(first.get("loc", ()))
     where = ".".join(loc) or "body"
     if first.get("type") == "json_invalid":
         return ApiError("invalid_json", f"the body is not valid JSON: {first.get('ctx', {}).get('error', '')}")
@@ -30,6 +31,37 @@ def validation_error(plan: Plan, errors: Any) -> ApiError:
         return ApiError("unsupported_parameter", f"`{where}` is not supported by model `{plan.model}`: "
                         "its plan has no use for it", where)
     return ApiError("validation_error", f"{where}: {first.get('msg', 'invalid')}", where)
+
+
+_BRANCHES = ("str", "int", "float", "bool", "none", "list", "dict")
+
+
+def _branch(x: Any) -> bool:
+    return str(x) in _BRANCHES or "[" in str(x)
+
+
+def _deepest(errors: Any) -> dict[str, Any]:
+    """The first error; where it is a union's branch (`content.str`), the branch of that union that came
+    furthest (`content.list[...].0.input_audio.format`)."""
+    first = dict(errors[0])
+    at = tuple(first.get("loc", ()))
+    if not at or not _branch(at[-1]):
+        return first
+    same = [dict(e) for e in errors if tuple(e.get("loc", ()))[:len(at) - 1] == at[:-1]]
+    return max(same, key=lambda e: len(e.get("loc", ())))
+
+
+def _field(loc: Any) -> list[str]:
+    """The field a pydantic location names, without `body` and the union branches it went through
+    (`str`, `list[...]`, a tagged union's tag before the field of the same name)."""
+    out: list[str] = []
+    for x in (str(x) for x in loc if x != "body"):
+        if _branch(x):
+            continue
+        if out and out[-1] == x:
+            continue  # a tag, then its field: input_audio.input_audio
+        out.append(x)
+    return out
 
 
 def text_error(body: Any) -> ApiError | None:

@@ -2,7 +2,8 @@
 
 In: a tensor is `{"dtype": "f32", "shape": [2, 3], "b64": "<raw little-endian bytes>"}` or
 `{"dtype": "f32", "values": [[...], [...]]}`; a `data:` URL is decoded for an image or audio part
-or input; text stays a string (a `tokens` input is tokenized); any other JSON value passes as it
+or input (a WAV becomes {"samples", "rate"} at its own rate, which audio may also be given as, the
+samples a tensor); text stays a string (a `tokens` input is tokenized); any other JSON value passes as it
 is. Out: a tensor becomes its nested values (`list`) or its raw bytes in base64 (`base64`), with
 its shape and dtype beside it.
 """
@@ -21,6 +22,7 @@ DTYPES = {"f32": "float32", "float32": "float32", "f64": "float64", "float64": "
           "i32": "int32", "int32": "int32", "i16": "int16", "int16": "int16", "i8": "int8", "int8": "int8",
           "u8": "uint8", "uint8": "uint8", "bool": "bool"}
 MEDIA = ("image", "audio")
+MAX_RATE = 768_000  # Hz, the highest sample rate an audio clip may state
 
 
 def _tensor(obj: dict[str, Any], param: str, limits: MediaLimits) -> Any:
@@ -60,16 +62,31 @@ def value_in(value: Any, kind: str, param: str, budget: MediaBudget) -> Any:
     request's media are measured before any is decoded."""
     if isinstance(value, dict) and "dtype" in value:
         return _tensor(value, param, budget.limits.media)
+    if kind == "audio" and isinstance(value, dict) and set(value) == {"samples", "rate"}:
+        return _clip(value, param, budget)
     if kind in MEDIA and isinstance(value, str):
         mime, data = parse_data_url(value, param, budget.limits.media)
         return budget.admit(encoded(kind, mime, data, param))
     if kind == "text" and not isinstance(value, str):
         raise ApiError("invalid_request", f"{param}: a text part's data must be a string", param)
     if kind in MEDIA and not isinstance(value, str):
-        raise ApiError("invalid_request", f"{param}: {kind} data is a data: URL or a tensor", param)
+        extra = " or {samples, rate}" if kind == "audio" else ""
+        raise ApiError("invalid_request", f"{param}: {kind} data is a data: URL or a tensor{extra}", param)
     if kind == "tokens" and not (isinstance(value, list) and all(type(i) is int for i in value)):
         raise ApiError("invalid_request", f"{param}: tokens are a string or a list of token ids", param)
     return value
+
+
+def _clip(value: dict[str, Any], param: str, budget: MediaBudget) -> dict[str, Any]:
+    """Audio as {"samples": a tensor, "rate": Hz}, the form a decoded WAV takes (media.audio_clip)."""
+    rate = value["rate"]
+    if type(rate) is not int or not 0 < rate <= MAX_RATE:
+        raise ApiError("invalid_request", f"{param}.rate: a sample rate is a whole number of Hz in 1..{MAX_RATE}",
+                       f"{param}.rate")
+    if not isinstance(value["samples"], dict) or "dtype" not in value["samples"]:
+        raise ApiError("invalid_request", f"{param}.samples: a tensor {{dtype, shape, b64}} or {{dtype, values}}",
+                       f"{param}.samples")
+    return {"samples": _tensor(value["samples"], f"{param}.samples", budget.limits.media), "rate": rate}
 
 
 def decoded(value: Any, budget: MediaBudget) -> Any:
