@@ -90,21 +90,28 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     assert server.stop() == 128 + 15
 
 
+HEALTH_BOUND = 1.0  # seconds a /health call may take before the probe counts it as unanswered
+
+
 class HealthProbe:
-    """/health every 20 ms on a thread of its own; the slowest answer it saw."""
+    """/health every 20 ms on a thread of its own, each call allowed `HEALTH_BOUND` seconds: a blocked
+    event loop fails the probe (a hang guard ten times the 100 ms target, not a speed measurement;
+    speeds belong in bench/)."""
 
     def __init__(self, server: Server) -> None:
         self.url = f"{server.url}/health"
-        self.times: list[float] = []
+        self.answers: list[bool] = []  # one per call: answered 200 within HEALTH_BOUND
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        with httpx.Client(timeout=10) as client:
+        with httpx.Client(timeout=HEALTH_BOUND) as client:
             while not self._stop.is_set():
-                t = time.monotonic()
-                assert client.get(self.url).status_code == 200
-                self.times.append(time.monotonic() - t)
+                try:
+                    ok = client.get(self.url).status_code == 200
+                except httpx.TimeoutException:
+                    ok = False
+                self.answers.append(ok)
                 time.sleep(0.02)
 
     def __enter__(self) -> HealthProbe:
@@ -137,36 +144,28 @@ def test_sixteen_large_images_are_refused_from_their_headers_before_decoding(toy
 
 def test_a_1mib_stop_string_is_refused_at_once_while_health_stays_quick(toy: Server) -> None:
     with HealthProbe(toy) as probe:
-        t = time.monotonic()
-        r = _chat(toy, "hi", timeout=5, stop="x" * 2**20, max_tokens=8)
-        took = time.monotonic() - t
+        r = _chat(toy, "hi", timeout=5, stop="x" * 2**20, max_tokens=8)  # before: no answer for minutes
     err = _error(r)
     assert r.status_code == 400 and err["param"] == "stop" and "`max_stop_chars`" in err["message"]
-    assert took < 1.0
-    assert probe.times and max(probe.times) < 0.1, max(probe.times)
+    assert probe.answers and all(probe.answers)
 
 
 def test_with_the_limit_raised_a_1mib_stop_string_costs_linear_time(configured: Server) -> None:
     """The stop matcher is an automaton: its cost does not grow with the square of the stop's length."""
     stop = "Echo: " + "z" * (2**20 - 6)  # the reply begins like it, so the matcher holds text back
     with HealthProbe(configured) as probe:
-        t = time.monotonic()
         r = _chat(configured, "zzzzzzzzzzzz", timeout=10, stop=stop, max_tokens=64, stream=True)
-        took = time.monotonic() - t
     assert r.status_code == 200 and r.text.endswith("data: [DONE]\n\n")
     chunks = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
     deltas = [c["choices"][0]["delta"].get("content") for c in chunks if c["choices"]]
     assert [d for d in deltas if d] == ["Echo: zzzzzzzzzzzz"]  # held back while it could begin the stop, then shown
-    assert took < 3.0
-    assert max(probe.times) < 0.1, max(probe.times)
+    assert probe.answers and all(probe.answers)
 
 
 def test_a_10mb_prompt_on_generate_is_refused_before_it_reaches_a_rank(toy: Server) -> None:
-    t = time.monotonic()
-    r = httpx.post(f"{toy.url}/v1/generate", timeout=30, json={"parts": [{"kind": "text", "data": "a" * 10**7}]})
+    r = httpx.post(f"{toy.url}/v1/generate", timeout=10, json={"parts": [{"kind": "text", "data": "a" * 10**7}]})
     err = _error(r)
     assert r.status_code == 400 and err["code"] == "limit_exceeded" and "`max_prompt_chars`" in err["message"]
-    assert time.monotonic() - t < 2.0
     counters = httpx.get(f"{toy.url}/health").json()["ranks"][0]["counters"]
     assert counters["llm.kv_pages_used"] == 0  # nothing reached the rank
 
