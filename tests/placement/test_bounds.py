@@ -29,14 +29,15 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("name", HOSTILE)
-def test_a_hostile_value_is_a_located_diagnostic_within_a_second(name: str) -> None:
+def test_a_hostile_value_is_a_located_diagnostic_not_a_hang(name: str) -> None:
     placement = HERE / "errors" / f"{name}.toml"
     source = ROOT / "models" / "orpheus.walk"
     started = time.perf_counter()
     result = compile_program(str(source), source.read_text(), str(placement))
     elapsed = time.perf_counter() - started
     assert result.data is None and result.diagnostics
-    assert elapsed < 1.0, f"{name}: {elapsed:.2f} s"
+    # a hang guard, not a speed measurement: before the bounds these took minutes or grew without end
+    assert elapsed < 10.0, f"{name}: {elapsed:.2f} s"
     for d in result.diagnostics:
         assert Path(d.span.file).resolve() == placement.resolve() and d.span.line > 0, d
 
