@@ -7,7 +7,7 @@ Speculation: in a DynamicLoop whose stop is computed on this rank (and not
 marked `nospec`), iteration N+1 starts before the stop of iteration N is
 applied: its RUN joins the same scheduling round as everything else. The stop
 is applied before the iteration's first visible effect (EMIT, PUSH, SEND,
-KVSEND, a FORK), its first RECV or KVRECV, or at its ENDLOOP, whichever comes
+KVSEND, a FORK), its first RECV, KVRECV or POP, or at its ENDLOOP, whichever comes
 first; when it says stop, the wasted iteration is rolled back — frame values
 restored, cache labels restored through the component's checkpoint — so its
 outputs never reach anyone.
@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 
 VISIBLE = (m.Emit, m.Push, m.Send, m.KvSend, m.Fork, m.Next)
 # A wasted iteration is never sent anything: the loop's other ranks RECV the stop before their ENDLOOP
-# (or, speculating too, roll back before their SEND). Its RECV would wait forever, or take a later value.
-_FROM_PEERS = (m.Recv, m.KvRecv)
+# (or, speculating too, roll back before their SEND). Its RECV would wait forever, or take a later value;
+# its POP (`recv` on a stream) would take an item a rollback cannot give back, or read past the end.
+_FROM_PEERS = (m.Recv, m.KvRecv, m.Pop)
 _APPLY_STOP_BEFORE = frozenset({*VISIBLE, *_FROM_PEERS, m.EndLoop})
 
 
