@@ -48,6 +48,7 @@ from wgc.models.bagel.latents import TOKEN_DIM, LatentAdapter, initial_noise, la
 from wgc.models.bagel.mot import MoTLM, init_random
 from wgc.models.bagel.vocab import TokenMap, encode_prompt, tiny_tokenizer
 from wgc.models.bagel.weights import KNOB, Checkpoint
+from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import PARTIAL, Call, CallError
 from wgc.runtime.engines.attention import Mode
@@ -58,7 +59,6 @@ from wgc.runtime.worker.scheduler import Demand
 
 from wgc.plan.model import ComponentSpec
 
-_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 DEFAULT_PAGE_SIZE = 16
 BLOCK_ENTRIES = frozenset({"prefill_vit", "prefill_vae", "velocity"})
 
@@ -140,7 +140,7 @@ class LanguageModel(KVComponent):
             return torch.float64
         if self.torch_device.type != "cuda" or self.config.vocab_kind == "compact":
             return torch.float32
-        return _DTYPES.get(str(self.spec.attrs.get("dtype", "bf16")), torch.bfloat16)
+        return declared_dtype(self.spec)
 
     # ---- one step ----------------------------------------------------------------------------
 

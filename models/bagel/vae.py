@@ -39,12 +39,11 @@ from torch import Tensor, nn
 from wgc.models.bagel.latents import DOWNSAMPLE, LATENT_CHANNELS, LatentAdapter, latent_ids, patchify, unpatchify
 from wgc.models.bagel.vae_bfl import load_bfl_state as load_bfl_state  # with the BFL names
 from wgc.models.bagel.vae_transform import ResizeRule, vae_pixels
+from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
-
-_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 
 
 @dataclass(frozen=True)
@@ -138,8 +137,7 @@ class _Vae(Component):
 
         super().__init__(spec, rank, device)
         self.torch_device = torch.device(device)
-        cuda = self.torch_device.type == "cuda"
-        self.dtype = _DTYPES.get(str(spec.attrs.get("dtype", "bf16")), torch.bfloat16) if cuda else torch.float32
+        self.dtype = compute_dtype(spec, self.torch_device)
         directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
         checkpoint = None if directory is None else Checkpoint(directory)
         if checkpoint is not None:

@@ -38,6 +38,7 @@ from wgc.models.bagel.latents import PositionTable
 from wgc.models.bagel.resize import ResizeRule
 from wgc.models.bagel.vae import VAE_7B, VAE_TINY
 from wgc.models.bagel.vit_transform import Resize, check_image, prepare
+from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import Call, CallError, Component
 from wgc.runtime.engines.attention import dense_attention
@@ -207,7 +208,6 @@ def pack(items: list[tuple[Tensor, Tensor, tuple[int, int]]]) -> tuple[Tensor, T
     return patches, ids, groups, order
 
 
-_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 
 
 class VitEncoder(Component):
@@ -221,9 +221,7 @@ class VitEncoder(Component):
 
         super().__init__(spec, rank, device)
         self.torch_device = torch.device(device)
-        # float32 off CUDA: CPU bf16 matmuls are slow, and the tiny preset is for exact tests
-        cuda = self.torch_device.type == "cuda"
-        self.dtype = _DTYPES.get(str(spec.attrs.get("dtype", "bf16")), torch.bfloat16) if cuda else torch.float32
+        self.dtype = compute_dtype(spec, self.torch_device)
         directory, fallback = choose(weights, preset is not None, KNOB)
         if directory is not None:
             checkpoint = Checkpoint(directory)

@@ -46,6 +46,7 @@ from typing import Any
 import torch
 from torch import Tensor
 from wgc.models.layers import LlamaModel
+from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.orpheus.config import OrpheusConfig
 from wgc.models.orpheus.vocab import TokenMap, encode_prompt, load_tokenizer, tiny_tokenizer
 from wgc.models.orpheus.weights import load_llama, read_config
@@ -61,7 +62,6 @@ from wgc.runtime.engines.sampling import SamplingParams, sample
 
 from wgc.plan.model import ComponentSpec
 
-_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 DEFAULT_PAGE_SIZE = 16
 
 __all__ = ["KVExhausted", "LanguageModel", "kv_budget", "tiny_init"]
@@ -186,7 +186,7 @@ class LanguageModel(KVComponent):
     def _dtype(self) -> torch.dtype:
         if self.torch_device.type != "cuda" or self.config.vocab == "compact":
             return torch.float32
-        return _DTYPES.get(str(self.spec.attrs.get("dtype", "bf16")), torch.bfloat16)
+        return declared_dtype(self.spec)
 
     def _random_model(self, seed: int) -> LlamaModel:
         if self.config.vocab == "compact":

@@ -48,6 +48,7 @@ from typing import Any
 import torch
 from torch import Tensor
 from wgc.models.layers import init_random
+from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.qwen3_omni import talker_inputs as ti
 from wgc.models.qwen3_omni import talker_model as tm
 from wgc.models.qwen3_omni.config import ThinkerConfig
@@ -62,7 +63,6 @@ from wgc.runtime.engines.sampling import SamplingParams, sample
 
 from wgc.plan.model import ComponentSpec
 
-_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 DEFAULT_PAGE_SIZE = 16
 CLOSE_ROWS = (tm.ROW_IM_END, tm.ROW_NEWLINE)  # the user turn's close, written by last_prefill
 PREFIX = 9  # positions of the assistant prefix
@@ -131,7 +131,7 @@ class Talker(KVComponent):
         and in float32 on CUDA (the torch attention path: FlashInfer takes no 16-wide heads)."""
         tiny = self.config.name == "tiny"
         if self.torch_device.type == "cuda" and not tiny:
-            return _DTYPES.get(str(self.spec.attrs.get("dtype", "bf16")), torch.bfloat16)
+            return declared_dtype(self.spec)
         return torch.float64 if tiny and self.torch_device.type == "cpu" else torch.float32
 
     # ---- what the scheduler asks -------------------------------------------------------------

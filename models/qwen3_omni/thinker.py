@@ -46,6 +46,7 @@ from typing import Any
 import torch
 from torch import Tensor
 from wgc.models.layers import init_random
+from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.qwen3_omni import chat, positions
 from wgc.models.qwen3_omni.config import ThinkerConfig, VocabMap
 from wgc.models.qwen3_omni.thinker_media import Media, parse
@@ -60,7 +61,6 @@ from wgc.runtime.worker.scheduler import Demand
 
 from wgc.plan.model import ComponentSpec
 
-_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 DEFAULT_PAGE_SIZE = 16
 Built = tuple[Tensor, Tensor, Deepstack | None]  # a step's input rows [N, hidden], positions [3, N], deepstack
 Build = Callable[[Prepared], Built]
@@ -131,7 +131,7 @@ class Thinker(KVComponent):
 
     def _dtype(self) -> torch.dtype:
         if self.torch_device.type == "cuda":
-            return _DTYPES.get(str(self.spec.attrs.get("dtype", "bf16")), torch.bfloat16)
+            return declared_dtype(self.spec)
         return torch.float64 if self.config.name == "tiny" else torch.float32
 
     # ---- what the scheduler asks -------------------------------------------------------------

@@ -42,6 +42,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.layers.rope import apply_rotary
 from wgc.models.qwen3_omni.segments import Segments
 from wgc.models.qwen3_omni.vision_config import VisionConfig
@@ -172,7 +173,6 @@ def random_tower(c: VisionConfig, seed: int = 0, device: torch.device | str = "c
         return VisionTower(c)
 
 
-_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 
 
 class VisionEncoder(Component):
@@ -186,8 +186,7 @@ class VisionEncoder(Component):
         WGC_QWEN3_OMNI_DIR, else the tiny preset's."""
         super().__init__(spec, rank, device)
         self.torch_device = torch.device(device)
-        cuda = self.torch_device.type == "cuda"  # float32 off CUDA: CPU bf16 is slow, tiny is for exact tests
-        self.dtype = _DTYPES.get(str(spec.attrs.get("dtype", "bf16")), torch.bfloat16) if cuda else torch.float32
+        self.dtype = compute_dtype(spec, self.torch_device)
         directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
         if directory is not None:
             checkpoint = Checkpoint(directory)
