@@ -48,10 +48,9 @@ def test_a_burst_beyond_capacity_gets_429_with_retry_after(small: Server) -> Non
 
 def test_a_request_timeout_cancels_the_request(small: Server) -> None:
     long = {**SLOW, "messages": [{"role": "user", "content": "slow " * 40}], "max_tokens": 200, "timeout": 1}
-    start = time.monotonic()
-    r = httpx.post(f"{small.url}/v1/chat/completions", timeout=30, json=long)
+    # the client's own 3 s bound: the request's 1 s timeout must end it well before (a hang guard)
+    r = httpx.post(f"{small.url}/v1/chat/completions", timeout=3, json=long)
     assert r.status_code == 504 and r.json()["error"]["code"] == "request_timeout"
-    assert time.monotonic() - start < 3
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         body = httpx.get(f"{small.url}/health").json()
