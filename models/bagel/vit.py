@@ -32,20 +32,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from wgc.models.bagel.latents import PositionTable
 from wgc.models.bagel.resize import ResizeRule
 from wgc.models.bagel.vae import VAE_7B, VAE_TINY
 from wgc.models.bagel.vit_transform import Resize, check_image, prepare
 from wgc.models.layers.dtypes import compute_dtype
+from wgc.models.layers.siglip import GeluMLP, Groups, SiglipEncoder
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import Call, CallError, Component
-from wgc.runtime.engines.attention import dense_attention
 
 from wgc.plan.model import ComponentSpec
-
-Groups = list[tuple[int, int]]  # per run of same-size images in the pack: (images, tokens per image)
 
 
 @dataclass(frozen=True)
@@ -86,18 +83,6 @@ class VitConfig:
         raise ValueError(f"unknown BAGEL ViT preset {name!r} (known: tiny, 7b)")
 
 
-class GeluMLP(nn.Module):
-    """fc1 -> gelu-tanh -> fc2: SigLIP's MLP and BAGEL's connector alike."""
-
-    def __init__(self, dim_in: int, dim_mid: int, dim_out: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(dim_in, dim_mid)
-        self.fc2 = nn.Linear(dim_mid, dim_out)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))  # [..., dim_out]
-
-
 class Embeddings(nn.Module):
     def __init__(self, c: VitConfig) -> None:
         super().__init__()
@@ -108,61 +93,18 @@ class Embeddings(nn.Module):
         return self.patch_embedding(patches) + self.position_embedding(ids)  # [T, hidden]
 
 
-class Attention(nn.Module):
-    def __init__(self, c: VitConfig) -> None:
-        super().__init__()
-        self.heads, self.head_dim = c.heads, c.head_dim
-        self.q_proj = nn.Linear(c.hidden, c.hidden)
-        self.k_proj = nn.Linear(c.hidden, c.hidden)
-        self.v_proj = nn.Linear(c.hidden, c.hidden)
-        self.out_proj = nn.Linear(c.hidden, c.hidden)
-
-    def forward(self, x: Tensor, groups: Groups) -> Tensor:
-        """x [T, hidden], the pack; each group's images attend within themselves only."""
-        shape = (-1, self.heads, self.head_dim)
-        q, k, v = self.q_proj(x).view(shape), self.k_proj(x).view(shape), self.v_proj(x).view(shape)  # [T, H, d]
-        outs, start = [], 0
-        for images, tokens in groups:
-            end = start + images * tokens
-            batch = [t[start:end].view(images, tokens, self.heads, self.head_dim) for t in (q, k, v)]  # [B, n, H, d]
-            outs.append(dense_attention(*batch, mode="prefix").reshape(images * tokens, -1))  # [B*n, hidden]
-            start = end
-        return self.out_proj(torch.cat(outs) if len(outs) > 1 else outs[0])  # [T, hidden]
-
-
-class EncoderLayer(nn.Module):
-    def __init__(self, c: VitConfig) -> None:
-        super().__init__()
-        self.layer_norm1 = nn.LayerNorm(c.hidden, eps=c.eps)
-        self.self_attn = Attention(c)
-        self.layer_norm2 = nn.LayerNorm(c.hidden, eps=c.eps)
-        self.mlp = GeluMLP(c.hidden, c.intermediate, c.hidden)
-
-    def forward(self, x: Tensor, groups: Groups) -> Tensor:
-        x = x + self.self_attn(self.layer_norm1(x), groups)  # [T, hidden]
-        return x + self.mlp(self.layer_norm2(x))  # [T, hidden]
-
-
-class Encoder(nn.Module):
-    def __init__(self, c: VitConfig) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.layers))
-
-
 class VisionModel(nn.Module):
     """SigLIP's vision transformer without the pooling head, on packed patches."""
 
     def __init__(self, c: VitConfig) -> None:
         super().__init__()
         self.embeddings = Embeddings(c)
-        self.encoder = Encoder(c)
+        self.encoder = SiglipEncoder(c)
         self.post_layernorm = nn.LayerNorm(c.hidden, eps=c.eps)
 
     def forward(self, patches: Tensor, ids: Tensor, groups: Groups) -> Tensor:
         """patches [T, p*p*3], ids [T] -> [T, hidden] (SigLIP's last_hidden_state, post-LayerNorm included)."""
-        x = self.embeddings(patches, ids)  # [T, hidden]
-        for layer in self.encoder.layers:
-            x = layer(x, groups)
+        x = self.encoder(self.embeddings(patches, ids), groups)  # [T, hidden]
         return self.post_layernorm(x)  # [T, hidden]
 
 

@@ -1,10 +1,12 @@
 """Random weights for the tiny presets and random-weight runs: normal(0, std) as transformers
-initialises Qwen and Llama, every norm's weight at one, frozen parameters kept as built."""
+initialises Qwen and Llama, every norm's weight at one (zero for a Gemma norm, whose scale is
+1 + w), frozen parameters kept as built."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+from wgc.models.layers.norm import RMSNorm
 
 
 def init_random(module: nn.Module, seed: int = 0, std: float = 0.02) -> None:
@@ -19,3 +21,6 @@ def init_random(module: nn.Module, seed: int = 0, std: float = 0.02) -> None:
                 param.fill_(1.0)
             else:
                 param.copy_(torch.randn(param.shape, generator=gen) * std)
+        for part in module.modules():
+            if isinstance(part, RMSNorm) and part.unit_offset and part.weight.requires_grad:
+                part.weight.zero_()

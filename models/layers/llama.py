@@ -1,4 +1,5 @@
 """A Llama decoder (Llama-3 family) from the shared layers; parameter names follow Hugging Face's.
+With the config's Gemma options (LlamaConfig.gemma) the same classes are a Gemma decoder.
 
 forward(tokens, positions, kv) runs either over the paged KV engine (kv: a KVStep; tokens and
 positions packed [N], the step's new tokens of every sequence) or, with kv None, densely over whole
@@ -24,10 +25,10 @@ class LlamaBlock(nn.Module):
     def __init__(self, config: LlamaConfig, layer: int) -> None:
         super().__init__()
         c = config
-        self.input_layernorm = RMSNorm(c.hidden, c.norm_eps)
+        self.input_layernorm = RMSNorm(c.hidden, c.norm_eps, c.norm_unit_offset)
         self.self_attn = SelfAttention(layer, c.hidden, c.heads, c.kv_heads, c.head_dim)
-        self.post_attention_layernorm = RMSNorm(c.hidden, c.norm_eps)
-        self.mlp = SwiGLU(c.hidden, c.intermediate)
+        self.post_attention_layernorm = RMSNorm(c.hidden, c.norm_eps, c.norm_unit_offset)
+        self.mlp = SwiGLU(c.hidden, c.intermediate, activation=c.activation)
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv: KVStep | None) -> Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv)  # [..., hidden]
@@ -38,9 +39,9 @@ class LlamaModel(nn.Module):
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
         self.config = config
-        self.embed_tokens = Embedding(config.vocab, config.hidden)
+        self.embed_tokens = Embedding(config.vocab, config.hidden, config.hidden**0.5 if config.embed_scale else None)
         self.layers = nn.ModuleList(LlamaBlock(config, i) for i in range(config.layers))
-        self.norm = RMSNorm(config.hidden, config.norm_eps)
+        self.norm = RMSNorm(config.hidden, config.norm_eps, config.norm_unit_offset)
         self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling)
         self.lm_head = LMHead(config.hidden, config.vocab, self.embed_tokens if config.tie_embeddings else None)
 
@@ -51,13 +52,18 @@ class LlamaModel(nn.Module):
         logits_at: indices along the token axis (paged: rows of N; dense: positions of T) to project,
         e.g. each sequence's last token; None projects every token.
         """
-        x = self.embed_tokens(tokens)  # [..., hidden]
-        cos, sin = self.rotary(positions, x.dtype)  # each [..., head_dim]
-        for layer in self.layers:
-            x = layer(x, cos, sin, kv)  # [..., hidden]
+        x = self.hidden_states(self.embed_tokens(tokens), positions, kv)  # [..., hidden]
         if logits_at is not None:
             x = x.index_select(x.dim() - 2, logits_at)  # [..., len(logits_at), hidden]
         return self.lm_head(self.norm(x))  # [..., vocab]
+
+    def hidden_states(self, x: Tensor, positions: Tensor, kv: KVStep | None = None) -> Tensor:
+        """Embedded inputs x [..., hidden] (tokens, or rows a family made: image features) through every
+        layer, before the final norm -> [..., hidden]."""
+        cos, sin = self.rotary(positions, x.dtype)  # each [..., head_dim]
+        for layer in self.layers:
+            x = layer(x, cos, sin, kv)  # [..., hidden]
+        return x
 
 
 def load_hf_state_dict(model: LlamaModel, state: Mapping[str, Tensor]) -> None:

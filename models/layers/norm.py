@@ -1,4 +1,10 @@
-"""RMSNorm, computed in float32 and cast back (as Llama and Hugging Face do)."""
+"""RMSNorm, computed in float32 and cast back (as Llama and Hugging Face do); Gemma's variant, whose
+stored weight w scales by (1 + w) before the cast; and the adaptive RMSNorm of π0.5's action expert,
+whose scale, shift and residual gate come from a conditioning vector.
+
+Gemma multiplies in float32 and casts after (`(x * (1 + w)).to(dtype)`), Llama casts first
+(`w * x.to(dtype)`): in bf16 the two round differently, so the option keeps each family's order.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,41 @@ import torch
 from torch import Tensor, nn
 
 
+def rms(x: Tensor, eps: float) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) over the last axis, in float32."""
+    h = x.float()  # [..., dim]
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)  # [..., dim]
+
+
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+    """`unit_offset`: Gemma's (1 + w) scale, its weight stored as w (zero is the identity)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5, unit_offset: bool = False) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))  # [dim]
+        self.weight = nn.Parameter(torch.zeros(dim) if unit_offset else torch.ones(dim))  # [dim]
         self.eps = eps
+        self.unit_offset = unit_offset
 
     def forward(self, x: Tensor) -> Tensor:
-        h = x.float()  # [..., dim]
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)  # [..., dim]
+        h = rms(x, self.eps)  # [..., dim] float32
+        if self.unit_offset:
+            return (h * (1.0 + self.weight.float())).to(x.dtype)  # [..., dim]
         return self.weight * h.to(x.dtype)  # [..., dim]
+
+
+class AdaptiveRMSNorm(nn.Module):
+    """adaRMS (π0.5's expert): `dense` maps the condition [..., cond] to (scale, shift, gate), each
+    [..., dim]; the output is rms(x)·(1 + scale) + shift, and the gate multiplies the residual branch
+    the norm feeds (`x + gate·y`). With dense.weight = 0 and dense.bias = [w, 0, 1] it is Gemma's
+    RMSNorm with weight w and a plain residual."""
+
+    def __init__(self, dim: int, cond_dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.dense = nn.Linear(cond_dim, 3 * dim)
+        self.eps = eps
+
+    def forward(self, x: Tensor, cond: Tensor) -> tuple[Tensor, Tensor]:
+        """x [..., T, dim], cond [..., cond_dim] (one per sequence, broadcast over T) -> (normed, gate)."""
+        scale, shift, gate = self.dense(cond).unsqueeze(-2).chunk(3, dim=-1)  # each [..., 1, dim]
+        h = rms(x, self.eps) * (1.0 + scale.float()) + shift.float()  # [..., T, dim]
+        return h.to(x.dtype), gate.to(x.dtype)
