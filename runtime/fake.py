@@ -1,7 +1,7 @@
 """Fake components: any plan runs end to end with no weights (the NULL path, `wgc run --fake`).
 
 Every entry of every component answers with the simulator's mock semantics
-(wgc/sim/mock.py), so the runtime's outputs on fake components must equal the
+(wgc/semantics/mock.py), so the runtime's outputs on fake components must equal the
 simulator's and the reference interpreter's for the same request: the three
 are tested against each other.
 """
@@ -13,7 +13,7 @@ from typing import Any
 from wgc.runtime.component import Call, Component
 
 from wgc.plan.model import ComponentSpec
-from wgc.sim.mock import MockComponent, MockEngine
+from wgc.semantics.mock import MockComponent, MockEngine
 
 
 class FakeComponent(Component):

@@ -12,7 +12,7 @@ from typing import Any
 from wgc.runtime.messages import RequestInit
 
 from wgc.plan.model import Plan
-from wgc.sim.mock import MockComponent
+from wgc.semantics.mock import MockComponent
 
 Consts = dict[tuple[str, str], Any]
 _EMPTY: dict[str, Any] = {}
@@ -28,7 +28,7 @@ def const_table(plan: Plan, fake: bool) -> Consts:
 
 
 class RequestEnv:
-    """An `Env` (wgc/sim/exprs.py) over one request; `frame` is the running walk's values, if any."""
+    """An `Env` (wgc/semantics/exprs.py) over one request; `frame` is the running walk's values, if any."""
 
     __slots__ = ("consts", "frame", "init", "part", "results")
 

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wgc.runtime.coordinator.request import Accepts, RequestError, RequestSpec, resolve_params
-from wgc.runtime.exprs import evaluator
-from wgc.runtime.flows.table import FlowError
 from wgc.runtime.messages import (
     Cancel,
     CancelAck,
@@ -36,7 +34,9 @@ from wgc.runtime.worker.executor import COORDINATOR
 from wgc.runtime.worker.flowstep import first_step, on_ranks
 
 from wgc.plan.model import Plan
-from wgc.sim.mock import mock_input
+from wgc.semantics.flows import FlowError
+from wgc.semantics.mock import mock_input
+from wgc.semantics.python_exprs import evaluator_for
 
 Send = Callable[[int, Message], None]
 
@@ -91,7 +91,7 @@ class CoordinatorCore:
         init = RequestInit(request, params, spec.task, list(spec.parts), dict(spec.inputs),
                            list(spec.input_modalities), outputs, spec.think)
         starts = []
-        evaluate = evaluator(self.fake)
+        evaluate = evaluator_for(self.fake)
         for name, table in self.tables.items():
             cond = lambda e, kind, _i=init: evaluate(e, RequestEnv(self.consts, _i, part=kind))  # noqa: E731
             if not table.starts(cond):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from wgc.runtime.flows.table import ANY_KIND, PART_KINDS, FlowTable
 from wgc.runtime.messages import Part
 
 from wgc.plan.model import Emit, ParamSpec, Plan
+from wgc.semantics.flows import ANY_KIND, PART_KINDS, FlowTable
 
 _PY_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
 

@@ -1,6 +1,6 @@
 """What a plan can serve, read from its walks, flows and params: which routes, where a prompt goes.
 
-Routes. A plan whose walks emit `text` serves chat; `audio` with a text input serves speech;
+Routes. A plan whose walks emit `text` serves chat and completions; `audio` with a text input serves speech;
 `image` with a text input serves image generation, and edits when it also takes an image;
 `/v1/generate` serves every plan. A route a plan cannot serve answers 404 with the reason.
 
@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wgc.runtime.flows.table import ANY_KIND
-
 from wgc.plan.model import ComponentSpec, Emit, EVal, Loop, ParamSpec, Plan, Run
+from wgc.semantics.flows import ANY_KIND
 
 MEDIA_KINDS = ("image", "audio", "video")
 TEXT_TYPES = ("text", "tokens")
@@ -62,6 +61,7 @@ class Capabilities:
         text_in = self.slot.takes("text")
         need = {
             "chat": [("text" in self.emits, "emits no text"), (text_in, "takes no text input")],
+            "completions": [("text" in self.emits, "emits no text"), (text_in, "takes no text input")],
             "speech": [("audio" in self.emits, "emits no audio"), (text_in, "takes no text input")],
             "images": [("image" in self.emits, "emits no image"), (text_in, "takes no text prompt")],
             "edits": [("image" in self.emits, "emits no image"), (text_in, "takes no text prompt"),
@@ -73,7 +73,7 @@ class Capabilities:
         return None
 
     def routes(self) -> dict[str, bool]:
-        return {r: self.unsupported(r) is None for r in ("chat", "speech", "images", "edits", "generate")}
+        return {r: self.unsupported(r) is None for r in ("chat", "completions", "speech", "images", "edits", "generate")}
 
 
 def _base(type_name: str) -> str:

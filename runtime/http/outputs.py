@@ -18,7 +18,7 @@ from wgc.runtime.http.plan_schemas import VOICE_PARAMS
 from wgc.runtime.http.tokenizer import Tokenizer, load_tokenizer, stop_ids
 
 from wgc.plan.model import ComponentSpec
-from wgc.sim.mock import MockComponent
+from wgc.semantics.mock import MockComponent
 
 DEFAULT_SAMPLE_RATE = 24000
 

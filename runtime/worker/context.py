@@ -1,23 +1,16 @@
-"""What a rank knows about the plan, prepared once at start-up: code per walk, flows, streams."""
+"""What a rank knows about the plan, prepared once at start-up: code per walk, flows, streams.
+
+The plan index (wgc/semantics/plan_index.py, shared with the simulator) checks the plan's shape and
+matches its loops; this adds what the runtime's messages need: who pushes to, reads and emits in each flow.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wgc.runtime.flows.table import FlowTable
-
-from wgc.plan.model import Emit, EndLoop, FlowSpec, Loop, Plan, Pop, Push, StreamSpec, WalkSchedule, WalkSpec
-
-
-def loop_tails(code: list) -> dict[int, int]:
-    """pc of each LOOP → pc of its ENDLOOP."""
-    tails, stack = {}, []
-    for i, ins in enumerate(code):
-        if isinstance(ins, Loop):
-            stack.append(i)
-        elif isinstance(ins, EndLoop):
-            tails[stack.pop()] = i
-    return tails
+from wgc.plan.model import Plan, Pop, Push, StreamSpec, WalkSchedule, WalkSpec
+from wgc.semantics.flows import FlowTable, flow_walks
+from wgc.semantics.plan_index import PlanIndex
 
 
 @dataclass
@@ -25,7 +18,7 @@ class RankPlan:
     plan: Plan
     rank: int
     code: dict[str, WalkSchedule] = field(default_factory=dict)
-    tails: dict[str, dict[int, int]] = field(default_factory=dict)
+    tails: dict[str, dict[int, int]] = field(default_factory=dict)  # walk → pc of each LOOP → pc of its ENDLOOP
     walks: dict[str, WalkSpec] = field(default_factory=dict)
     flows: dict[str, FlowTable] = field(default_factory=dict)
     streams: dict[str, StreamSpec] = field(default_factory=dict)
@@ -43,23 +36,23 @@ class RankPlan:
 
     @staticmethod
     def build(plan: Plan, rank: int) -> RankPlan:
-        rp = RankPlan(plan, rank)
-        rp.walks = {w.name: w for w in plan.walks}
-        rp.streams = {s.name: s for s in plan.streams}
+        """`rank` is this rank's number; the coordinator passes its own address for the plan-wide tables."""
+        index = PlanIndex(plan)  # raises PlanError on a plan of the wrong shape
+        rp = RankPlan(plan, rank, walks=index.walks, streams={s.name: s for s in plan.streams})
+        rp.inputs = {key: s.inputs for key, s in index.schedules.items()}
         for r in plan.ranks:
             for ws in r.schedules:
-                rp.inputs[(r.rank, ws.walk)] = list(ws.inputs)
                 if r.rank == rank:
                     rp.code[ws.walk] = ws
-                    rp.tails[ws.walk] = loop_tails(ws.instructions)
+                    rp.tails[ws.walk] = index.schedule(rank, ws.walk).tails
         rp.flows = {f.name: FlowTable(f, rp.walks) for f in plan.flows}
-        emitters = _emitting_ranks(plan)
+        emitters = index.emitting_ranks()
         for f in plan.flows:
-            members = _flow_walks(f)
+            members = flow_walks(f)
             for w in members:
                 rp.walk_flows.setdefault(w, []).append(f.name)
-            rp.fed_by_flow[f.name] = sorted(_streams_touched(plan, members, Push))
-            rp.read_by_flow[f.name] = sorted(_streams_touched(plan, members, Pop))
+            rp.fed_by_flow[f.name] = sorted(index.stream_users(Push, members))
+            rp.read_by_flow[f.name] = sorted(index.stream_users(Pop, members))
             rp.flow_producers[f.name] = sorted({r for s in rp.fed_by_flow[f.name] for r in rp.streams[s].producer_ranks})
             rp.flow_emitters[f.name] = sorted({r for w in members for r in emitters.get(w, ())})
         for s in plan.streams:
@@ -68,24 +61,3 @@ class RankPlan:
                 if rank != s.consumer_rank and s.consumer_walk in rp.code:
                     rp.other_consumers[s.consumer_walk] = s.name
         return rp
-
-
-def _emitting_ranks(plan: Plan) -> dict[str, set[int]]:
-    """walk → ranks whose schedule for it has an EMIT."""
-    out: dict[str, set[int]] = {}
-    for r in plan.ranks:
-        for ws in r.schedules:
-            if any(isinstance(ins, Emit) for ins in ws.instructions):
-                out.setdefault(ws.walk, set()).add(r.rank)
-    return out
-
-
-def _flow_walks(f: FlowSpec) -> set[str]:
-    out = {t.target for outs in f.transitions.values() for t in outs}
-    out |= {w for e in f.eaches for arm in e.arms for w in arm.walks}
-    return out - {"done"} - {e.name for e in f.eaches}
-
-
-def _streams_touched(plan: Plan, walks: set[str], kind: type) -> set[str]:
-    return {ins.stream for r in plan.ranks for ws in r.schedules if ws.walk in walks
-            for ins in ws.instructions if isinstance(ins, kind)}

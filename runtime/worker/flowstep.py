@@ -1,6 +1,6 @@
 """Flow transitions where a walk ends: restore the flow's cursor from the state it travelled with, step it.
 
-The state machine itself is runtime/flows/table.py (shared with the simulator);
+The state machine itself is wgc/semantics/flows.py (shared with the simulator);
 this module only moves its position in and out of the `FlowState` message
 field, so whichever rank a walk ends on can take the next transition locally.
 """
@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wgc.runtime.flows.table import Finished, FlowCursor, FlowTable, RunWalk, Step
 from wgc.runtime.messages import FlowState, RequestInit
 
 from wgc.plan.model import Expr
+from wgc.semantics.flows import Finished, FlowCursor, FlowTable, RunWalk, Step
 
 Evaluate = Callable[[Expr, "str | None"], Any]
 

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wgc.runtime.component import Component
-from wgc.runtime.exprs import evaluator
-from wgc.runtime.flows.table import FlowError
 from wgc.runtime.messages import (
     ConsumersEnded,
     Data,
@@ -33,14 +31,16 @@ from wgc.runtime.messages import (
     StreamItems,
 )
 from wgc.runtime.request_env import RequestEnv, const_table
-from wgc.runtime.streams.buffer import ENDED, WAITING
 from wgc.runtime.worker.flowstep import cut_after, next_step, on_ranks
 from wgc.runtime.worker.instance import FREED, Instance, LoopState
 from wgc.runtime.worker.request_state import RequestState
 from wgc.runtime.worker.streams import ConsumerEnd
 
 from wgc.plan import model as m
-from wgc.sim.mock import mock_input
+from wgc.semantics.flows import FlowError
+from wgc.semantics.mock import mock_input
+from wgc.semantics.python_exprs import evaluator_for
+from wgc.semantics.stream_buffer import ENDED, WAITING
 
 if TYPE_CHECKING:
     from wgc.runtime.worker.executor import Executor
@@ -65,7 +65,7 @@ class StepError(Exception):
 class Interpreter:
     def __init__(self, ex: Executor) -> None:
         self.ex = ex
-        self.evaluate = evaluator(ex.options.fake_inputs)
+        self.evaluate = evaluator_for(ex.options.fake_inputs)
         self.consts = const_table(ex.rp.plan, ex.options.fake_inputs)
         self.handlers = {
             m.Eval: self._eval, m.Send: self._send, m.Recv: self._recv, m.Loop: self._loop,

@@ -12,10 +12,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from wgc.runtime.streams.buffer import StreamBuffer
-from wgc.runtime.streams.policy import make_policy
-
 from wgc.plan.model import StreamSpec
+from wgc.semantics.stream_buffer import StreamBuffer, buffer_for
 
 
 @dataclass
@@ -48,5 +46,4 @@ class ProducerEnd:
 
 
 def new_consumer(spec: StreamSpec) -> ConsumerEnd:
-    policy = make_policy(spec.policy, spec.policy_args)
-    return ConsumerEnd(StreamBuffer(policy, spec.at_end, spec.after_end, 0))
+    return ConsumerEnd(buffer_for(spec, capacity=0))  # unbounded here: the producers' credits bound it

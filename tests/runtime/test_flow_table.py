@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from wgc.runtime.flows import Finished, FlowCursor, FlowError, FlowTable, RunWalk
-from wgc.runtime.flows.table import ANY_KIND, PART_KINDS
 
 from wgc.check.flows import PART_KINDS as CHECKED_KINDS
 from wgc.plan.model import (
@@ -20,6 +18,7 @@ from wgc.plan.model import (
     Transition,
     WalkSpec,
 )
+from wgc.semantics.flows import ANY_KIND, PART_KINDS, Finished, FlowCursor, FlowError, FlowTable, RunWalk
 
 
 def walk(name: str, args: tuple[str, ...] = (), returns: str | None = None) -> WalkSpec:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from wgc.runtime.streams import ENDED, PAD, WAITING, Chunk, StreamBuffer, make_policy
 
 from wgc.check.policies import first_chunk_items
 from wgc.placement.facts import FIRST_CHUNK_ITEMS
+from wgc.semantics.stream_buffer import ENDED, PAD, WAITING, Chunk, StreamBuffer
+from wgc.semantics.stream_policy import make_policy
 
 N = 13  # streams of 0..N items
 

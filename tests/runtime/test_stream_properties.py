@@ -8,10 +8,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.streams.buffer import StreamBuffer
-from wgc.runtime.streams.policy import make_policy
 
 from tests.runtime.cluster import ToyCluster, compile_text, cpu_placement
+from wgc.semantics.stream_buffer import StreamBuffer
+from wgc.semantics.stream_policy import make_policy
 
 
 def drain(buf: StreamBuffer) -> list:

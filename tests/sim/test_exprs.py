@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from wgc.plan.model import EBinary, EConst, EIndex, ELit, EParam, EPartKind, EReq, EResult, EUnary, EVal
-from wgc.sim.exprs import WRAP, binary, evaluate, index, unary
-from wgc.sim.mock import MockComponent, MockEngine, const_value, digest, mock_input, small
+from wgc.semantics.mock import MockComponent, MockEngine, const_value, digest, mock_input, small
+from wgc.semantics.mock_exprs import WRAP, binary, evaluate, index, unary
 
 
 class Env:

@@ -3,24 +3,34 @@ on the end rank's own outputs being sent by then (docs/plan.md, walk instances a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
+from wgc.runtime.worker.context import RankPlan
 
 from tests.sim.plans import emit, ev, free, make_plan, nxt
-from wgc.plan.model import ELit
-from wgc.sim.errors import SimulationError
+from wgc.plan.model import ELit, Plan
+from wgc.semantics.plan_index import PlanError
 from wgc.sim.request import make_request
 from wgc.sim.simulator import simulate
 
+# The plan index is shared: the simulator and every rank of the runtime refuse the same plans.
+READERS: dict[str, Callable[[Plan], object]] = {
+    "simulator": lambda plan: simulate(plan, make_request()),
+    "runtime": lambda plan: RankPlan.build(plan, 0),
+}
 
-def test_an_emit_after_next_is_a_plan_error() -> None:
+
+@pytest.mark.parametrize("read", READERS.values(), ids=READERS.keys())
+def test_an_emit_after_next_is_a_plan_error(read: Callable[[Plan], object]) -> None:
     plan = make_plan({"w": {0: [ev("a", ELit(1)), nxt(), emit("text", "a", line=4)]}})
-    with pytest.raises(SimulationError, match=r"instruction 1 \(next\).*NEXT is not the last instruction"):
-        simulate(plan, make_request())
+    with pytest.raises(PlanError, match=r"instruction 1 \(next\).*NEXT is not the last instruction"):
+        read(plan)
 
 
 def test_anything_after_next_is_a_plan_error_and_next_last_is_fine() -> None:
     after = make_plan({"w": {0: [ev("a", ELit(1)), nxt(), free("a")]}})
-    with pytest.raises(SimulationError, match="NEXT is not the last instruction"):
+    with pytest.raises(PlanError, match="NEXT is not the last instruction"):
         simulate(after, make_request())
     last = make_plan({"w": {0: [ev("a", ELit(1)), emit("text", "a"), free("a"), nxt()]}})
     assert simulate(last, make_request()) == {"text": [1]}

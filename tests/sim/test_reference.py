@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 from wgc.check import check_source
-from wgc.lang import ast
+from wgc.semantics.mock import MockEngine, mock_input, small
 from wgc.sim.driver import LoopPolicy
 from wgc.sim.errors import RequestError
-from wgc.sim.mock import MockComponent, MockEngine, mock_input, small
 from wgc.sim.program import ProgramFacts, facts
 from wgc.sim.reference import run_reference
 from wgc.sim.request import make_request
@@ -26,7 +25,7 @@ def program(name: str) -> ProgramFacts:
 
 
 def engine(p: ProgramFacts) -> MockEngine:
-    return MockEngine({c.name: MockComponent.from_ast(c) for c in p.program.of(ast.Component)})
+    return MockEngine(p.components)
 
 
 def test_fixed_loop_terminal_and_dynamic_loop_accumulated() -> None:

@@ -22,9 +22,10 @@ from tests.sim.plans import (
 )
 from wgc.plan import model as pm
 from wgc.plan.model import EBinary, EConst, ELit, EParam
+from wgc.semantics.mock import MockComponent, MockEngine, small
+from wgc.semantics.plan_index import PlanError
 from wgc.sim.driver import LoopPolicy
 from wgc.sim.errors import RequestError, SimulationError
-from wgc.sim.mock import MockComponent, MockEngine, small
 from wgc.sim.request import make_request
 from wgc.sim.simulator import simulate
 
@@ -275,12 +276,12 @@ def test_next_problems() -> None:
 
 
 def test_malformed_plans() -> None:
-    with pytest.raises(SimulationError, match="LOOP 1 has no ENDLOOP"):
+    with pytest.raises(PlanError, match="LOOP 1 has no ENDLOOP"):
         simulate(make_plan({"w": {0: [loop(1, ELit(1)), nxt()]}}), REQ)
-    with pytest.raises(SimulationError, match="ENDLOOP 2 does not close"):
+    with pytest.raises(PlanError, match="ENDLOOP 2 does not close"):
         simulate(make_plan({"w": {0: [loop(1, ELit(1)), endloop(2), nxt()]}}), REQ)
     plan = make_plan({"w": {0: [nxt()]}})
     no_schedule = pm.Plan(**{f: getattr(plan, f) for f in plan.__struct_fields__ if f != "walks"},
                           walks=[pm.WalkSpec("w", [], None, None, [0, 3], 0)])
-    with pytest.raises(SimulationError, match="walk `w` runs on rank 3, which has no schedule for it"):
+    with pytest.raises(PlanError, match="walk `w` runs on rank 3, which has no schedule for it"):
         simulate(no_schedule, REQ)

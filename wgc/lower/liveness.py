@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from wgc.lower.ir import expr_uses
 from wgc.plan.model import Emit, EndLoop, Eval, Free, Instr, KvSend, Loop, Next, Pop, Push, Recv, Run, Send
+from wgc.semantics.loops import loop_spans
 
 
 def _reads(ins: Instr) -> list[str]:
@@ -43,16 +44,6 @@ def _writes(ins: Instr) -> list[str]:
     return []
 
 
-def _loop_spans(instrs: list[Instr]) -> list[tuple[int, int]]:
-    spans, stack = [], []
-    for i, ins in enumerate(instrs):
-        if isinstance(ins, Loop):
-            stack.append(i)
-        elif isinstance(ins, EndLoop) and stack:
-            spans.append((stack.pop(), i))
-    return spans
-
-
 def insert_frees(instrs: list[Instr], keep: set[str], inputs: list[str]) -> list[Instr]:
     """Return `instrs` with FREE instructions after each value's last use."""
     defined_at: dict[str, int] = {name: -1 for name in inputs}
@@ -62,7 +53,7 @@ def insert_frees(instrs: list[Instr], keep: set[str], inputs: list[str]) -> list
             defined_at.setdefault(name, i)
         for name in _reads(ins):
             last_use[name] = i
-    loops = _loop_spans(instrs)
+    loops = loop_spans(instrs)
     # Carries live across iterations. A loop index does not: every iteration's head writes it afresh,
     # and a loop that runs zero times never writes it, so it dies at its last read inside the body.
     carried = {c.name for ins in instrs if isinstance(ins, Loop) for c in ins.carries}

@@ -4,6 +4,7 @@
     simulate(plan, request)              -> the same, from the per-rank schedules (wgc.sim.simulator)
     verify(plan)                         -> [problems], the compiler's verification pass (wgc.sim.verify)
 
-Import the submodules directly: this package stays empty so that the runtime, which shares only
-the mock values (wgc.sim.mock) and their expressions, does not pay for the parser and checker.
+What both interpreters share with the runtime (flow tables, streams, mock values, expressions, the plan
+index) is wgc.semantics; nothing here is imported by the runtime. Import the submodules directly: this
+package stays empty, so the compiler's verify pass does not pay for the reference's checker imports.
 """

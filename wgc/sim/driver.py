@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from wgc.plan.model import Expr, WalkSpec
-from wgc.runtime.flows import Finished, FlowCursor, FlowError, FlowTable, RunWalk, Step
+from wgc.semantics.flows import Finished, FlowCursor, FlowError, FlowTable, RunWalk, Step
+from wgc.semantics.mock import MockComponent, Value, mock_input
+from wgc.semantics.mock_exprs import evaluate
 from wgc.sim.errors import RequestError
-from wgc.sim.exprs import evaluate
-from wgc.sim.mock import MockComponent, Value, mock_input
 from wgc.sim.request import MockRequest, Outputs
 from wgc.sim.streams import StreamBoard
 

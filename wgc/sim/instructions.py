@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from wgc.plan import model as pm
-from wgc.runtime.streams import ENDED, WAITING
+from wgc.semantics.mock import Value
+from wgc.semantics.stream_buffer import ENDED, WAITING
 from wgc.sim.errors import RequestError, SimulationError
-from wgc.sim.mock import Value
 
 if TYPE_CHECKING:
     from wgc.sim.rank_thread import RankThread

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from wgc.sim.errors import Location
+from wgc.semantics.plan_index import Location
 
 Label = tuple[str, str]  # (component, label)
 WriteId = Hashable

@@ -15,8 +15,8 @@ from wgc.check.policies import policy_values
 from wgc.lang import ast
 from wgc.lower.exprs import Resolver, to_expr
 from wgc.plan.model import EachArm, EachSpec, FlowSpec, StreamSpec, Transition, WalkSpec
-from wgc.runtime.flows import FlowTable
-from wgc.sim.mock import MockComponent, Value
+from wgc.semantics.flows import FlowTable
+from wgc.semantics.mock import MockComponent, Value, const_value
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def facts(checked: CheckResult) -> ProgramFacts:
     return ProgramFacts(
         program,
         symbols,
-        {c.name: MockComponent.from_ast(c) for c in program.of(ast.Component)},
+        {c.name: _mock(c) for c in program.of(ast.Component)},
         walks,
         with_consumers([_stream(s) for s in program.of(ast.Stream)], walks),
         [FlowTable(f, walks) for f in _flows(program, symbols)],
@@ -50,6 +50,12 @@ def facts(checked: CheckResult) -> ProgramFacts:
         _uses(program, _recvs),
         {p.name: p.default.value if p.default is not None else None for p in program.of(ast.Param)},
     )
+
+
+def _mock(decl: ast.Component) -> MockComponent:
+    """The component as the plan's ComponentSpec would make it (MockComponent.from_spec)."""
+    consts = {c.name: const_value(c.name, c.value.value if c.value is not None else None) for c in decl.consts()}
+    return MockComponent(decl.name, decl.engine == "kv", decl.labels(), consts)
 
 
 def _stream(s: ast.Stream) -> StreamSpec:

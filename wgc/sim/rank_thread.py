@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wgc.plan import model as pm
+from wgc.semantics.mock import MockEngine, Value
+from wgc.semantics.mock_exprs import evaluate
+from wgc.semantics.plan_index import Location, Schedule, locate
 from wgc.sim.driver import DriverNames
-from wgc.sim.errors import Location, SimulationError
-from wgc.sim.exprs import evaluate
+from wgc.sim.errors import SimulationError
 from wgc.sim.instructions import HANDLERS, LoopState, ReadError
-from wgc.sim.layout import Schedule, locate
-from wgc.sim.mock import MockEngine, Value
 
 if TYPE_CHECKING:
     from wgc.sim.driver import Instance

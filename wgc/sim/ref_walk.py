@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from wgc.lang import ast
 from wgc.lower.exprs import Resolver, to_expr
-from wgc.runtime.streams import ENDED, WAITING
+from wgc.semantics.mock import Value
+from wgc.semantics.mock_exprs import evaluate
+from wgc.semantics.stream_buffer import ENDED, WAITING
 from wgc.sim.driver import DriverNames
 from wgc.sim.errors import RequestError
-from wgc.sim.exprs import evaluate
-from wgc.sim.mock import Value
 
 if TYPE_CHECKING:
     from wgc.sim.reference import ReferenceDriver

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from wgc.check import CheckResult
 from wgc.lang import ast
+from wgc.semantics.mock import MockEngine, Value
 from wgc.sim.driver import Instance, LoopPolicy, RequestDriver, Task
-from wgc.sim.mock import MockEngine, Value
 from wgc.sim.program import ProgramFacts, facts
 from wgc.sim.ref_walk import RefWalk
 from wgc.sim.request import MockRequest, Outputs, with_defaults

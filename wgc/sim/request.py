@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from wgc.semantics.mock import Value, mock_part
 from wgc.sim.errors import RequestError
-from wgc.sim.mock import Value, mock_part
 
 Outputs = dict[str, list[Value]]  # modality → emitted values in order
 

@@ -17,12 +17,12 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from wgc.plan.model import Plan, Pop, Push
-from wgc.runtime.flows import FlowTable
+from wgc.semantics.flows import FlowTable
+from wgc.semantics.mock import MockComponent, MockEngine, Value
+from wgc.semantics.plan_index import PlanIndex
 from wgc.sim.driver import Instance, LoopPolicy, RequestDriver, Task
 from wgc.sim.errors import SimulationError
 from wgc.sim.labels import LabelLedger
-from wgc.sim.layout import PlanIndex
-from wgc.sim.mock import MockComponent, MockEngine, Value
 from wgc.sim.rank_thread import Channel, RankThread
 from wgc.sim.request import MockRequest, Outputs, with_defaults
 from wgc.sim.streams import StreamBoard

@@ -17,12 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from wgc.plan.model import StreamSpec
-from wgc.runtime.flows import FlowCursor
-from wgc.runtime.streams import StreamBuffer, make_policy
-
-
-def buffer_for(spec: StreamSpec) -> StreamBuffer:
-    return StreamBuffer(make_policy(spec.policy, spec.policy_args), spec.at_end, spec.after_end, spec.capacity)
+from wgc.semantics.flows import FlowCursor
+from wgc.semantics.stream_buffer import buffer_for
 
 
 class StreamBoard:

@@ -7,7 +7,7 @@ and input modalities, `think` and bool params the flow conditions test, each
 with one input part of every kind an each-arm names. Each request runs twice:
 DynamicLoops stopped naturally but capped at 3 iterations, then forced to run
 exactly enough iterations for every stream to fill two chunks (so consumer
-walks fire). Only plan problems (SimulationError) are reported; a request that
+walks fire). Only plan problems (PlanError) are reported; a request that
 cannot complete by its nature (no flow transition holds for that task) is not.
 """
 
@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from wgc.plan.model import EBinary, EIndex, ELit, EParam, EReq, EUnary, Expr, FlowSpec, Plan, Src
-from wgc.runtime.streams import make_policy
+from wgc.semantics.plan_index import PlanError, PlanIndex
+from wgc.semantics.stream_policy import make_policy
 from wgc.sim.driver import LoopPolicy
 from wgc.sim.errors import RequestError, SimulationError
-from wgc.sim.layout import PlanIndex
 from wgc.sim.request import MockRequest, make_request
 from wgc.sim.simulator import simulate
 
@@ -38,7 +38,7 @@ class Problem:
     src: Src | None
 
     @staticmethod
-    def of(e: SimulationError) -> Problem:
+    def of(e: PlanError) -> Problem:
         if e.at is None:
             return Problem(e.detail, None)
         return Problem(f"{e.at.short()}: {e.detail}", e.at.src)
@@ -47,7 +47,7 @@ class Problem:
 def verify(plan: Plan, max_requests: int = MAX_REQUESTS) -> list[Problem]:
     try:
         index = PlanIndex(plan)
-    except SimulationError as e:
+    except PlanError as e:
         return [Problem.of(e)]
     policies = [LoopPolicy(NATURAL_CAP)]
     fill = stream_fill(plan)

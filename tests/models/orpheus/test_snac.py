@@ -18,9 +18,9 @@ from wgc.models.orpheus.config import AUDIO_BASE, CODEBOOK, END_OF_SPEECH, FRAME
 from wgc.runtime.component import Call
 from wgc.runtime.coordinator.request import RequestSpec
 from wgc.runtime.local import LocalCluster
-from wgc.runtime.streams.policy import make_policy
 
 from tests.models.orpheus.helpers import ScriptedLLM, orpheus_plan, snac_spec
+from wgc.semantics.stream_policy import make_policy
 
 
 @pytest.fixture(scope="module")

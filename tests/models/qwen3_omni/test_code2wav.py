@@ -24,10 +24,10 @@ from wgc.models.qwen3_omni.code2wav_config import Code2WavConfig, StreamWindows
 from wgc.models.qwen3_omni.code2wav_net import Code2WavNet
 from wgc.models.weights_io import WeightsError
 from wgc.runtime.component import Call, CallError
-from wgc.runtime.streams.buffer import StreamBuffer
-from wgc.runtime.streams.policy import make_policy
 
 from wgc.plan.model import ComponentSpec
+from wgc.semantics.stream_buffer import StreamBuffer
+from wgc.semantics.stream_policy import make_policy
 
 ATOL = 1e-5
 TINY = Code2WavConfig.preset("tiny")

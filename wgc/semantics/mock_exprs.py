@@ -1,4 +1,4 @@
-"""Evaluate plan expressions over mock values (both interpreters use this, so they agree exactly).
+"""Expression rules over mock values: the simulator's, and the runtime's on fake components, so they agree exactly.
 
 Operators are a table. Ints are taken modulo 2**31 and `/` on two ints is
 floor division; floats follow Python; a zero divisor gives 0. An operation the
@@ -12,28 +12,11 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Protocol
 
-from wgc.plan.model import EBinary, EConst, EIndex, ELit, EParam, EPartKind, EReq, EResult, EUnary, EVal, Expr
-from wgc.sim.mock import Value, small
+from wgc.semantics.exprs import Rules, evaluator
+from wgc.semantics.mock import Value, small
 
 WRAP = 2**31
-
-
-class Env(Protocol):
-    """Where names in an expression come from."""
-
-    def value(self, name: str) -> Value: ...  # a frame value; raises when undefined or freed
-
-    def param(self, name: str) -> Value: ...
-
-    def const(self, component: str, name: str) -> Value: ...
-
-    def request(self, field: str) -> Value: ...
-
-    def result(self, walk: str) -> Value: ...
-
-    def part_kind(self) -> str: ...
 
 
 def _is_int(v: Value) -> bool:
@@ -111,19 +94,4 @@ def index(base: Value, i: Value) -> Value:
     return small("index", base, i)
 
 
-def evaluate(e: Expr, env: Env) -> Value:
-    return _RULES[type(e)](e, env)
-
-
-_RULES: dict[type, Callable[[Expr, Env], Value]] = {
-    ELit: lambda e, env: e.value,
-    EVal: lambda e, env: env.value(e.name),
-    EParam: lambda e, env: env.param(e.name),
-    EConst: lambda e, env: env.const(e.component, e.name),
-    EReq: lambda e, env: env.request(e.field),
-    EResult: lambda e, env: env.result(e.walk),
-    EPartKind: lambda e, env: env.part_kind(),
-    EUnary: lambda e, env: unary(e.op, evaluate(e.operand, env)),
-    EBinary: lambda e, env: binary(e.op, evaluate(e.left, env), evaluate(e.right, env)),
-    EIndex: lambda e, env: index(evaluate(e.base, env), evaluate(e.index, env)),
-}
+evaluate = evaluator(Rules(binary, unary, index))

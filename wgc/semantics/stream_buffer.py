@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from wgc.runtime.streams.policy import ChunkPolicy
+from wgc.plan.model import StreamSpec
+from wgc.semantics.stream_policy import ChunkPolicy, make_policy
 
 AT_END = ("flush", "pad", "drop")
 AFTER_END = ("stop", "continue")
@@ -166,3 +167,9 @@ class StreamBuffer:
         if drop > 0 and drop * 2 >= len(self._items):
             del self._items[:drop]
             self._offset = keep_from
+
+
+def buffer_for(spec: StreamSpec, capacity: int | None = None) -> StreamBuffer:
+    """A fresh buffer for one request's stream `spec` (`capacity`: the spec's unless given)."""
+    policy = make_policy(spec.policy, spec.policy_args)
+    return StreamBuffer(policy, spec.at_end, spec.after_end, spec.capacity if capacity is None else capacity)

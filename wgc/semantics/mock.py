@@ -1,4 +1,4 @@
-"""Mock components: deterministic stand-ins for every model part, shared by both interpreters.
+"""Mock values and mock components: deterministic stand-ins for every model part (the simulator, fake components).
 
 Values are small ints, lists (accumulated channels, chunks) or None (an empty
 stream item). A call returns blake2b(component, entry, arguments[, label state])
@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wgc.lang import ast
 from wgc.plan.model import ComponentSpec
 
 SMALL = 13  # outputs, consts and inputs are reduced modulo this
@@ -79,11 +78,6 @@ class MockComponent:
     def from_spec(spec: ComponentSpec) -> MockComponent:
         consts = {k: const_value(k, v) for k, v in spec.consts.items()}
         return MockComponent(spec.name, spec.engine == "kv", tuple(spec.labels), consts)
-
-    @staticmethod
-    def from_ast(decl: ast.Component) -> MockComponent:
-        consts = {c.name: const_value(c.name, c.value.value if c.value is not None else None) for c in decl.consts()}
-        return MockComponent(decl.name, decl.engine == "kv", decl.labels(), consts)
 
 
 def components_by_name(items: Iterable[MockComponent]) -> dict[str, MockComponent]:

@@ -4,7 +4,7 @@
 `FlowCursor` is one flow of one request. Both are pure: conditions are
 evaluated by the caller's `evaluate(expr, part_kind)` (part_kind is the kind of
 the part an each-arm is matching, None elsewhere), so the runtime and the
-simulator share this code.
+simulator share this code (its own tests: tests/runtime/test_flow_table.py).
 
 Rules (docs/plan.md): from a node, `transitions[node]` are tried in order and the
 first whose `when` holds (None = true) is taken; no candidate holds → FlowError.
@@ -52,6 +52,13 @@ class FlowError(Exception):
         super().__init__(f"flow `{flow}`, at `{node}`: {message}")
         self.flow = flow
         self.node = node
+
+
+def flow_walks(spec: FlowSpec) -> set[str]:
+    """The walks a flow names: transition targets and each-arm walks (not `done`, not each-blocks)."""
+    out = {t.target for outs in spec.transitions.values() for t in outs}
+    out |= {w for e in spec.eaches for arm in e.arms for w in arm.walks}
+    return out - {DONE} - {e.name for e in spec.eaches}
 
 
 class FlowTable:

@@ -1,8 +1,9 @@
-"""Evaluating plan expressions at run time, with Python's own operators (ints, floats, strings, tensors).
+"""Expression rules over run-time values, with Python's own operators (ints, floats, strings, tensors).
 
-The simulator evaluates with mock-value rules (wgc/sim/exprs.py: wrapped ints, hashes for operations
+The simulator evaluates with mock-value rules (mock_exprs.py: wrapped ints, hashes for operations
 mock values cannot take); a real run must not invent values, so an operation that makes no sense here
-raises and fails the request with the instruction's position.
+raises and fails the request with the instruction's position. Tensors are recognised by their module,
+so this module never imports torch.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from wgc.plan import model as m
-from wgc.sim.exprs import Env
+from wgc.semantics import mock_exprs
+from wgc.semantics.exprs import Evaluate, Rules, evaluator
 
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "%": operator.mod,
@@ -52,28 +53,9 @@ def _index(base: Any, i: Any) -> Any:
     return base[int(_scalar(i))]
 
 
-def evaluate(e: m.Expr, env: Env) -> Any:
-    return _RULES[type(e)](e, env)
+evaluate = evaluator(Rules(binary, unary, _index))
 
 
-_RULES: dict[type, Callable[[Any, Env], Any]] = {
-    m.ELit: lambda e, env: e.value,
-    m.EVal: lambda e, env: env.value(e.name),
-    m.EParam: lambda e, env: env.param(e.name),
-    m.EConst: lambda e, env: env.const(e.component, e.name),
-    m.EReq: lambda e, env: env.request(e.field),
-    m.EResult: lambda e, env: env.result(e.walk),
-    m.EPartKind: lambda e, env: env.part_kind(),
-    m.EUnary: lambda e, env: unary(e.op, evaluate(e.operand, env)),
-    m.EBinary: lambda e, env: binary(e.op, evaluate(e.left, env), evaluate(e.right, env)),
-    m.EIndex: lambda e, env: _index(evaluate(e.base, env), evaluate(e.index, env)),
-}
-
-
-def evaluator(fake: bool) -> Callable[[m.Expr, Env], Any]:
+def evaluator_for(fake: bool) -> Evaluate:
     """Mock-value rules for fake components (they must agree with the simulator), Python's otherwise."""
-    if fake:
-        from wgc.sim.exprs import evaluate as mock_evaluate
-
-        return mock_evaluate
-    return evaluate
+    return mock_exprs.evaluate if fake else evaluate
