@@ -1,13 +1,11 @@
-"""What every checking pass shares: the program's symbol tables and the diagnostic sink."""
+"""What every checking pass shares: the program's symbol tables and uses; diagnostics go to a Sink (wgc/diag/sink.py)."""
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from wgc.check.types import Ty
-from wgc.diag.diagnostic import Diagnostic, Note
+from wgc.diag.sink import Sink
 from wgc.lang import ast
 from wgc.lang.span import Span
 
@@ -56,26 +54,11 @@ class Usage:
     params: set[str] = field(default_factory=set)
 
 
-class Context:
+class Context(Sink):
+    """The checker's state: the program, its symbols and their uses, and the diagnostics so far (Sink)."""
+
     def __init__(self, program: ast.Program) -> None:
+        super().__init__()
         self.program = program
         self.symbols = Symbols()
         self.usage = Usage()
-        self.diagnostics: list[Diagnostic] = []
-
-    def error(
-        self,
-        code: str,
-        message: str,
-        span: Span,
-        help: Iterable[str] = (),
-        notes: Iterable[Note] = (),
-    ) -> None:
-        self.diagnostics.append(Diagnostic(code, message, span, tuple(help), tuple(notes)))
-
-    warn = error  # warnings are told apart by their W code
-
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> tuple[str, ...]:
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
-    return (f"did you mean `{close[0]}`?",) if close else ()

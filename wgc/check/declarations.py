@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from wgc.check.context import Context, EntrySig, StreamInfo, WalkInfo, did_you_mean
+from wgc.check.context import Context, EntrySig, StreamInfo, WalkInfo
 from wgc.check.policies import check_policy, chunk_type
 from wgc.check.types import BOOL, FLOAT, INT, STR, Ty, TypeError_, from_ref
 from wgc.diag.diagnostic import Note
+from wgc.diag.sink import did_you_mean
 from wgc.lang import ast
 from wgc.lang.span import Span
 

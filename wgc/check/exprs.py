@@ -6,7 +6,7 @@ request and walk results in a flow); everything else is common.
 
 from __future__ import annotations
 
-from wgc.check.context import Context, did_you_mean
+from wgc.check.context import Context
 from wgc.check.types import (
     BOOL,
     DIMMED,
@@ -22,6 +22,7 @@ from wgc.check.types import (
     rename,
     unify,
 )
+from wgc.diag.sink import did_you_mean
 from wgc.lang import ast
 
 REQUEST_FIELDS: dict[str, Ty] = {

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from wgc.check.context import Context, did_you_mean
+from wgc.check.context import Context
 from wgc.check.exprs import UNKNOWN, ExprChecker
 from wgc.check.types import STR, Subst, Ty, unify
 from wgc.diag.diagnostic import Note
+from wgc.diag.sink import did_you_mean
 from wgc.lang import ast
 from wgc.lang.span import Span
 

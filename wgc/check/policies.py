@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wgc.check.context import Context, did_you_mean
+from wgc.check.context import Context
 from wgc.check.types import WILDCARD, Ty
+from wgc.diag.sink import did_you_mean
 from wgc.lang import ast
 
 

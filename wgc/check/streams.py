@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from wgc.check.context import Context, StreamInfo, did_you_mean
+from wgc.check.context import Context, StreamInfo
 from wgc.check.types import WILDCARD, Subst, unify
 from wgc.diag.diagnostic import Note
+from wgc.diag.sink import did_you_mean
 
 
 def bind_consumers(ctx: Context) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wgc.check.context import Context, WalkInfo, did_you_mean
+from wgc.check.context import Context, WalkInfo
 from wgc.check.exprs import UNKNOWN, ExprChecker
 from wgc.check.scope import Binding, Scope
 from wgc.check.types import INT, NUMERIC, Ty, apply, kinds_compatible
 from wgc.diag.diagnostic import Note
+from wgc.diag.sink import did_you_mean
 from wgc.lang import ast
 from wgc.lang.span import Span
 

@@ -27,9 +27,9 @@ def build_placement(root: Node, facts: ProgramFacts, file: str, sources: tuple[s
                   ("use a placement written for this model, or a generic one such as placements/cpu.toml",))
         return None
     comps = build_components(top, facts, cluster, ctx)
-    before = len(ctx.diags)
+    before = len(ctx.diagnostics)
     walks = build_walks(top, facts, comps, ctx)
-    if len(ctx.diags) == before:  # a rejected pin would show up again as an unpinned call
+    if len(ctx.diagnostics) == before:  # a rejected pin would show up again as an unpinned call
         check_routing(facts, comps, walks, ctx)
     streams = build_streams(top, facts, ctx)
     transport = build_transport(top.table("transport"), cluster, ctx)

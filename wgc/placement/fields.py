@@ -6,35 +6,26 @@ None, so one run reports every problem. The schema (`keys.py`) is a table of the
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 
-from wgc.diag.diagnostic import Diagnostic, Note
-from wgc.lang.span import Span
+from wgc.diag.diagnostic import Diagnostic
+from wgc.diag.sink import Sink
+from wgc.diag.sink import did_you_mean as suggest  # the readers' name for it (build_*.py, keys.py)
 from wgc.placement.document import Node, dotted
 from wgc.placement.tables import MAX_INTEGER, MAX_RANKS, MAX_SIZE
 from wgc.placement.units import fmt_bytes, parse_size
 
 
-@dataclass
-class Ctx:
-    """What readers share: the diagnostics so far and the cluster's rank count (once known)."""
+class Ctx(Sink):
+    """What readers share: the diagnostics so far (Sink) and the cluster's rank count (once known)."""
 
-    diags: list[Diagnostic] = field(default_factory=list)
-    rank_count: int | None = None
-
-    def error(self, code: str, message: str, span: Span, help: Iterable[str] = (), notes: Iterable[Note] = ()) -> None:
-        self.diags.append(Diagnostic(code, message, span, tuple(help), tuple(notes)))
+    def __init__(self, diagnostics: list[Diagnostic] | None = None, rank_count: int | None = None) -> None:
+        super().__init__(diagnostics)
+        self.rank_count = rank_count
 
 
 Reader = Callable[[Node, Ctx], object]
-
-
-def suggest(name: str, candidates: Iterable[str]) -> tuple[str, ...]:
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
-    return (f"did you mean `{close[0]}`?",) if close else ()
 
 
 def kind_of(value: object) -> str:

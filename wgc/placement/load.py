@@ -27,7 +27,7 @@ def load_placement(path: Path, program: ast.Program) -> tuple[Placement | None, 
     facts = program_facts(program)
     ctx = Ctx(diags)
     placement = build_placement(tree, facts, str(path), sources, ctx)
-    if placement is not None and not ctx.diags:
-        ctx.diags.extend(fit_diagnostics(estimate(placement, facts), placement, facts))
-    errors = sorted(ctx.diags, key=sort_key)
+    if placement is not None and not ctx.diagnostics:
+        ctx.diagnostics.extend(fit_diagnostics(estimate(placement, facts), placement, facts))
+    errors = sorted(ctx.diagnostics, key=sort_key)
     return (placement if not errors else None), errors
