@@ -198,7 +198,8 @@ class KVCacheEngine:
             raise ValueError("a (request, label) may appear once per step")
         spare = self._check_room(writes, write)  # free pages beyond what this step needs
         undo: list[tuple[int, str, KVSeq | None, int]] = []
-        starts, lengths, finals, cached, positions = [], [], [], [], []
+        starts, lengths, finals, cached = [], [], [], []
+        positions: list[Tensor | int] = []
         copies: list[tuple[int, str, int, int]] = []
         for w in writes:
             seq = self.seqs.get((w.request, w.label))
@@ -215,7 +216,8 @@ class KVCacheEngine:
             if n <= 0 and w.count:
                 raise ValueError(f"request {w.request}: label {w.label!r} has no tokens left to write")
             cached.append(self.pages.length(w.request, w.label))
-            positions.append(torch.full((n,), seq.position) if w.block else torch.arange(seq.position, seq.position + n))
+            positions.append(seq.position if n == 1 else  # a decode row: one int, no tensor of its own
+                             torch.full((n,), seq.position) if w.block else torch.arange(seq.position, seq.position + n))
             if created and not write:  # a query on a label never written leaves no sequence behind
                 del self.seqs[(w.request, w.label)]
             if write:
@@ -238,7 +240,7 @@ class KVCacheEngine:
             self.storage.v[:, new] = self.storage.v[:, old]
         tables = [self.pages.page_table(r, lab) for r, lab in keys]
         batch = AttentionBatch(tables, cached, lengths, self.page_size, mode, write)
-        flat = torch.cat(positions) if positions else torch.empty(0, dtype=torch.int64)
+        flat = _flat_positions(positions)
         return Prepared(writes, starts, lengths, finals, batch, flat.to(torch.int64), undo, copies)
 
     @contextmanager
@@ -367,6 +369,11 @@ class KVCacheEngine:
                                             None if tokens is None else [int(t) for t in tokens],
                                             data=dict(state.get("data") or {}))
 
+    def drop(self, request: int, label: str) -> None:
+        """Forget one label of a request (its pages released; pages it shares stay with the others)."""
+        self.pages.free_label(request, label)
+        self.seqs.pop((request, label), None)
+
     def release(self, request: int) -> None:
         self.pages.free_request(request)
         for key in [k for k in self.seqs if k[0] == request]:
@@ -451,6 +458,14 @@ class KVCacheEngine:
         k_flat, v_flat = self._flat()
         k_flat[:, slots] = k.to(k_flat.device, k_flat.dtype)
         v_flat[:, slots] = v.to(v_flat.device, v_flat.dtype)
+
+
+def _flat_positions(positions: list[Tensor | int]) -> Tensor:
+    """The items' positions packed [sum n] int64: one torch.tensor for a decode step (every item one
+    int), else each int as a one-element tensor and a cat."""
+    if all(isinstance(p, int) for p in positions):
+        return torch.tensor(positions, dtype=torch.int64)  # [B] (empty when no items)
+    return torch.cat([torch.tensor([p]) if isinstance(p, int) else p for p in positions])  # [sum n]
 
 
 def with_budget(write: Write, budget: int) -> Write:

@@ -30,7 +30,8 @@ REQUESTS: dict[str, list[dict]] = {
                    dict(parts=["text", "audio"], outputs=["text", "audio"], params={"max_tokens": 40, "speaker": "Aiden"}),
                    dict(parts=["image"], outputs=["text"], params={"max_tokens": 10})],
     "vjepa2_ac": [dict(task="rollout", outputs=["tensor"], params={"horizon": 6}),
-                  dict(task="mpc", outputs=["tensor"]), dict(task="encode", outputs=["tensor"])],
+                  dict(task="mpc", outputs=["tensor"]), dict(task="encode", outputs=["tensor"]),
+                  dict(task="plan", outputs=["tensor"], params={"cem_steps": 3})],
 }
 
 
