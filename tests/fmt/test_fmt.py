@@ -19,8 +19,7 @@ from wgc.diag.diagnostic import WgcError
 from wgc.fmt.expr import format_expr
 from wgc.fmt.printer import format_program, format_source
 from wgc.lang import ast
-from wgc.lang.grammar_cache import build_parser
-from wgc.lang.parser import parse
+from wgc.lang.parser import grammar_parser, parse
 from wgc.lang.span import Span
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +88,7 @@ def test_crlf_source_formats_like_lf(program: str) -> None:
 
 
 def test_cases_use_every_grammar_rule_and_terminal() -> None:
-    parser = build_parser(None, {})
+    parser = grammar_parser()
     rules = {
         str(r.alias or r.origin.name)
         for r in parser.rules
@@ -204,7 +203,7 @@ _GAP_SOURCE = (CASE_DIR / "spacing.walk").read_text(encoding="utf-8")
 def test_a_comment_between_any_two_tokens_is_kept(comment: str) -> None:
     canonical = format_source(_GAP_SOURCE, "t.walk")
     tree = _parsed(canonical).program
-    tokens = list(build_parser(None, {}).lex(canonical))
+    tokens = list(grammar_parser().lex(canonical))
     for tok in tokens[:-1]:
         text = canonical[: tok.end_pos] + comment + canonical[tok.end_pos :]
         out = format_source(text, "t.walk")

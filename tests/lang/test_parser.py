@@ -1,5 +1,5 @@
-"""The parser: every construct becomes the expected AST nodes and fields, spans point at the right
-place, and the on-disk grammar cache is used when present and rebuilt when damaged."""
+"""The parser: every construct becomes the expected AST nodes and fields, and spans point at the right
+place (the generated tables themselves: test_walk_parser.py)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """Grammar rules → AST nodes, wired by rule name (one method per rule or alias).
 
-The builder runs inside lark's LALR parser, so no intermediate parse tree is
-built: `inline_callbacks` hands lark one function per rule, and each method gets
-the rule's span from `reduce_spans` as `meta`. The file name for spans comes
-from a context variable set by `parse`.
+The builder is a lark Transformer over the parse tree: each method gets the rule's `meta` (lark's
+positions, `propagate_positions`) and its children. The file name for spans comes from a context
+variable set by `parse`.
 """
 
 from __future__ import annotations
@@ -13,21 +12,19 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from lark import Token
-
 from wgc.lang import ast
-from wgc.lang.reduce_spans import Position, parse_state
 from wgc.lang.span import Span
+from wgc.lang.walk_parser import Meta, Token, Transformer, v_args
 
 current_file: ContextVar[str] = ContextVar("wgc_current_file", default="<input>")
 
 _SIZE_SUFFIX = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 
 
-def _span(meta: Position | None) -> Span:
-    if meta is None:  # a rule that matched no tokens (an empty program)
+def _span(meta: Meta) -> Span:
+    if meta.empty:  # a rule that matched no tokens (an empty program)
         return Span(current_file.get(), 1, 1, 1, 1)
-    return Span(current_file.get(), *meta)
+    return Span(current_file.get(), meta.line, meta.column, meta.end_line, meta.end_column)
 
 
 def _tok_span(tok: Token) -> Span:
@@ -60,8 +57,9 @@ class _Tagged:
     span: Span
 
 
-class AstBuilder:
-    """`rule(meta, children)` for every reduced rule, `meta` its span; each returns a node.
+@v_args(meta=True)
+class AstBuilder(Transformer):
+    """`rule(meta, children)` for every rule, `meta` its positions; each returns a node.
 
     A rule without a method here would silently build a lark Tree; the test
     suite parses every construct, and the checker rejects any stray Tree.
@@ -368,25 +366,3 @@ def _split_args(items: tuple) -> tuple[tuple, tuple]:
     positional = tuple(a for a in items if not isinstance(a, ast.KeywordArg))
     keywords = tuple(a for a in items if isinstance(a, ast.KeywordArg))
     return positional, keywords
-
-
-class _Callbacks:
-    """What lark looks rule methods up on: `name(children)`, each calling the builder's method."""
-
-
-def inline_callbacks(builder: AstBuilder) -> object:
-    callbacks = _Callbacks()
-    for name in dir(builder):
-        method = getattr(builder, name)
-        if not name.startswith("_") and callable(method):
-            setattr(callbacks, name, _with_span(method))
-    return callbacks
-
-
-def _with_span(method: Any) -> Any:
-    state = parse_state()
-
-    def call(children: list[Any]) -> Any:
-        return method(state.position, children)
-
-    return call

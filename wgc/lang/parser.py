@@ -1,4 +1,9 @@
-"""Source text → AST (or a syntax diagnostic). The only entry point is `parse`."""
+"""Source text → AST (or a syntax diagnostic). The only entry point is `parse`.
+
+lark's own way: the LALR parser of grammar/walk.lark (tables generated once into walk_parser.py
+by `python -m wgc.lang.regenerate`) builds a tree with lark's positions, and the AstBuilder
+Transformer turns it into AST nodes.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +17,20 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from lark import Lark, Token
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-
 from wgc import settings
 from wgc.diag.diagnostic import Diagnostic
-from wgc.lang import ast, fast_lalr, fast_lexer, reduce_spans
-from wgc.lang.builder import AstBuilder, current_file, inline_callbacks
-from wgc.lang.grammar_cache import build_parser, terminal_descriptions
+from wgc.lang import ast
+from wgc.lang.builder import AstBuilder, current_file
 from wgc.lang.span import Span, point
+from wgc.lang.walk_parser import (
+    Lark,
+    Lark_StandAlone,
+    Token,
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+)
 
 
 @dataclass(frozen=True)
@@ -50,12 +60,10 @@ def _collect_comment(tok: Token) -> Token:
 
 
 @functools.cache
-def _parser() -> Lark:
-    # The builder runs inside the parser (no parse tree); reduce_spans gives its methods spans.
-    callbacks = inline_callbacks(AstBuilder())
-    lexer_callbacks = {"COMMENT": _collect_comment, "NAME": _reserve_declaration_words}
-    parser = reduce_spans.install(build_parser(callbacks, lexer_callbacks))
-    return fast_lalr.install(fast_lexer.install(parser))
+def grammar_parser() -> Lark:
+    """lark's parser of grammar/walk.lark: `parse` gives its tree, `lex` its tokens, `terminals`
+    and `rules` the grammar's. Comments go to the sink of the `parse` call that is running."""
+    return Lark_StandAlone(lexer_callbacks={"COMMENT": _collect_comment, "NAME": _reserve_declaration_words})
 
 
 def parse(source: str, file: str = "<input>") -> ParseResult:
@@ -67,8 +75,9 @@ def parse(source: str, file: str = "<input>") -> ParseResult:
     sink: list[Comment] = []
     comments_token = _comments.set(sink)
     try:
-        with reduce_spans.positions(), _no_cycle_collection():
-            program = _parser().parse(source, on_error=_keyword_as_name)
+        with _no_cycle_collection():
+            tree = grammar_parser().parse(source, on_error=_keyword_as_name)
+            program = AstBuilder().transform(tree)
     except UnexpectedInput as err:
         return ParseResult(None, tuple(sink), (_syntax_diagnostic(err, source, file),), source)
     except RecursionError:
@@ -156,6 +165,25 @@ def _deepest(source: str) -> int:
 
 
 _DELTAS = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
+
+
+@functools.cache
+def terminal_descriptions() -> dict[str, str]:
+    """Terminal name → how a syntax error shows it (`}` rather than RBRACE)."""
+    out = {
+        "NAME": "a name",
+        "INT": "an integer",
+        "FLOAT": "a number",
+        "SIZE": "a size such as 7B",
+        "STRING": "a string",
+        "COMPARE": "a comparison",
+        "MUL_OP": "`*`, `/` or `%`",
+        "$END": "end of file",
+    }
+    for term in grammar_parser().terminals:
+        if term.name not in out and term.pattern.type == "str":
+            out[term.name] = f"`{term.pattern.value}`"
+    return out
 
 
 def _describe_expected(expected: set[str]) -> str:
