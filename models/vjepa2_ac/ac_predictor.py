@@ -174,7 +174,7 @@ class ActionConditionedPredictor(KVComponent):
                 items = [(call.request, self.label_of(call), z[t], a[t], s[t])
                          for call, (z, a, s) in zip(wave, clips) if t < z.shape[0] - 1]
                 self.advance(items)
-            return [z[-1].flatten(0, 1).float() for z, _, _ in clips]
+            return [z[-1].float() for z, _, _ in clips]  # each [HW, D]
 
         return self.waves(calls, run)
 

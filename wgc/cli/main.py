@@ -18,6 +18,7 @@ _COMMANDS = {
     "run": "wgc.cli.run_cmd",
     "graph": "wgc.cli.graph_cmd",
     "lsp": "wgc.cli.lsp_cmd",
+    "convert": "wgc.cli.convert_cmd",
 }
 
 
