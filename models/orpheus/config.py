@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from wgc.models.layers import Llama3Scaling, LlamaConfig
+from wgc.models.layers import LlamaConfig
 
 # ---- Orpheus's token ids ---------------------------------------------------------------------
 
@@ -75,32 +75,7 @@ class OrpheusConfig:
 
     def hf_config(self) -> dict[str, Any]:
         """config.json for transformers' LlamaForCausalLM (legacy rope keys, as Orpheus ships them)."""
-        c = self.llama
-        out: dict[str, Any] = {
-            "architectures": ["LlamaForCausalLM"],
-            "model_type": "llama",
-            "vocab_size": c.vocab,
-            "hidden_size": c.hidden,
-            "intermediate_size": c.intermediate,
-            "num_hidden_layers": c.layers,
-            "num_attention_heads": c.heads,
-            "num_key_value_heads": c.kv_heads,
-            "head_dim": c.head_dim,
-            "hidden_act": "silu",
-            "rms_norm_eps": c.norm_eps,
-            "max_position_embeddings": c.max_positions,
-            "rope_theta": c.rope_theta,
-            "tie_word_embeddings": c.tie_embeddings,
-            "attention_bias": False,
-            "mlp_bias": False,
-            "bos_token_id": BEGIN_OF_TEXT,
-            "eos_token_id": END_OF_SPEECH,
-            "torch_dtype": "float32",
-        }
-        s = c.rope_scaling
-        out["rope_scaling"] = None if s is None else {
-            "rope_type": "llama3", "factor": s.factor, "low_freq_factor": s.low_freq_factor,
-            "high_freq_factor": s.high_freq_factor, "original_max_position_embeddings": s.original_max_positions}
+        out = {**self.llama.to_hf(), "bos_token_id": BEGIN_OF_TEXT, "eos_token_id": END_OF_SPEECH}
         if self.vocab != "orpheus":
             out["wgc_orpheus_vocab"] = self.vocab
             out["wgc_orpheus_code_bias"] = self.code_bias
@@ -115,41 +90,7 @@ class OrpheusConfig:
     @staticmethod
     def from_hf_config(raw: dict[str, Any], name: str = "hf") -> OrpheusConfig:
         """The config of a Hugging Face Llama directory; a clear error naming a missing or odd key."""
-
-        def need(key: str) -> Any:
-            if key not in raw:
-                raise ValueError(f"config.json has no `{key}`")
-            return raw[key]
-
-        if raw.get("model_type", "llama") != "llama":
-            raise ValueError(f"config.json describes a `{raw.get('model_type')}` model, not a Llama")
-        act = raw.get("hidden_act", "silu")
-        if act != "silu":
-            raise ValueError(f"config.json: hidden_act `{act}` is not supported (Llama uses silu)")
-        for flag in ("attention_bias", "mlp_bias"):
-            if raw.get(flag):
-                raise ValueError(f"config.json: `{flag}` is not supported")
-        heads = int(need("num_attention_heads"))
-        hidden = int(need("hidden_size"))
-        rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
-        theta = float(raw.get("rope_theta", rope.get("rope_theta", 10000.0)))
-        kind = rope.get("rope_type", rope.get("type", "default"))
-        if kind == "llama3":
-            scaling: Llama3Scaling | None = Llama3Scaling(
-                float(rope["factor"]), float(rope["low_freq_factor"]), float(rope["high_freq_factor"]),
-                int(rope["original_max_position_embeddings"]))
-        elif kind == "default":
-            scaling = None
-        else:
-            raise ValueError(f"config.json: rope type `{kind}` is not supported (llama3 or default)")
-        llama = LlamaConfig(
-            vocab=int(need("vocab_size")), hidden=hidden, layers=int(need("num_hidden_layers")), heads=heads,
-            kv_heads=int(raw.get("num_key_value_heads") or heads),
-            head_dim=int(raw.get("head_dim") or hidden // heads), intermediate=int(need("intermediate_size")),
-            rope_theta=theta, rope_scaling=scaling, norm_eps=float(raw.get("rms_norm_eps", 1e-5)),
-            max_positions=int(raw.get("max_position_embeddings", 131072)),
-            tie_embeddings=bool(raw.get("tie_word_embeddings", False)),
-        )
+        llama = LlamaConfig.from_hf(raw)
         vocab = raw.get("wgc_orpheus_vocab", "orpheus")
         if vocab not in ("orpheus", "compact"):
             raise ValueError(f"config.json: unknown wgc_orpheus_vocab `{vocab}` (orpheus or compact)")

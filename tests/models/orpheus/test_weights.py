@@ -10,9 +10,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from wgc.models.layers import LlamaModel
+from wgc.models.layers.llama_weights import expected_shapes
 from wgc.models.orpheus import OrpheusConfig, WeightsError, load_llama, save_llama
 from wgc.models.orpheus.llm import tiny_init
-from wgc.models.orpheus.weights import expected_shapes
 
 CONFIG = OrpheusConfig.preset("tiny")
 
@@ -88,7 +88,7 @@ def test_a_missing_shard_or_file_or_config_is_one_line(saved: Path, tmp_path: Pa
     empty.mkdir()
     (empty / "config.json").write_text("{}")
     assert "no model.safetensors" in one_line_error(empty)
-    from wgc.models.orpheus.weights import read_config
+    from wgc.models.layers.llama_weights import read_config
 
     with pytest.raises(WeightsError, match="no config.json"):
         read_config(tmp_path / "nowhere")

@@ -1,4 +1,5 @@
-"""Local Hugging Face Llama directories: config.json plus safetensors (one file, or shards with
+"""Local Hugging Face Llama directories, for every Llama-architecture family (Orpheus's language
+model, models/llama.walk): config.json plus safetensors (one file, or shards with
 `model.safetensors.index.json`), read and written with Hugging Face's parameter names.
 
 Every name and shape is checked from the files' headers before any tensor is read, so a bad

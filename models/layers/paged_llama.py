@@ -1,0 +1,246 @@
+"""A Llama decoder over the paged KV engine as a kv component: the part every Llama-architecture
+family shares (Orpheus's language model, the plain chat LLM of models/llama.walk), written once.
+
+Entries, batched across requests (one forward per entry call over every call; ragged lengths go
+through the page tables):
+    prefill(prompt, ...) -> token   writes the prompt's model ids to the request's KV and samples
+                                    the first generated token; chunkable under the scheduler's token
+                                    budget (`Call.budget`): a long prompt is written over several
+                                    rounds and only the last chunk samples;
+    decode(prev, ...) -> token      writes `prev` (the token sampled last) and samples the next.
+
+A family subclass builds its `LlamaModel`, calls `start_engine`, and says what is its own:
+    prompt_ids(call)       the model ids a prefill call writes (its prompt format, its tokenizer);
+    sampling_args(entry, call)  (temperature, top_p, repetition_penalty) of a call;
+    token_in(prev)         a generated token fed back, as a model id (default: the same id);
+    token_out(token, n)    a sampled model id as the walk sees it, `n` tokens generated before it.
+
+Sampling is `wgc.runtime.engines.sampling` per request: repetition penalty over the request's prompt
+and generated tokens, temperature, top-p, and a draw keyed by (seed, step), the seed derived from the
+request id (and label) unless the component was given a base seed; a request draws the same tokens
+whatever it is batched with. KV state is the shared engine's (runtime/engines/kv_engine.py through
+KVComponent); this class keeps one value of its own per sequence: `generated`, the tokens sampled so
+far. CUDA graphs (`graph_entries`) and planning ahead come with the engine (see those modules).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import torch
+from torch import Tensor
+from wgc.models.layers.config import LlamaConfig
+from wgc.models.layers.llama import LlamaModel
+from wgc.runtime.component import PARTIAL, Call, CallError
+from wgc.runtime.engines.attention import AttentionBackend, KVStorage
+from wgc.runtime.engines.kv_component import KVComponent, in_waves
+from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Prepared, Write
+from wgc.runtime.engines.kv_pages import PageAllocator
+from wgc.runtime.engines.plan_ahead import PlanAhead
+from wgc.runtime.engines.sampling import SamplingParams, sample
+
+DEFAULT_PAGE_SIZE = 16
+
+Row = tuple[int, str, list[int], tuple[Any, ...], int]  # request, label, ids, sampling args, budget
+
+
+def random_llama(config: LlamaConfig, device: torch.device, dtype: torch.dtype, seed: int) -> LlamaModel:
+    """Random weights as transformers initialises a Llama: normal(0, 0.02), unit norms."""
+    torch.manual_seed(seed)
+    with device:
+        model = LlamaModel(config).to(dtype)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.fill_(1.0) if name.endswith("norm.weight") else param.normal_(0.0, 0.02)
+    return model.eval()
+
+
+class PagedLlama(KVComponent):
+    """The shared prefill/decode component of a Llama decoder (see the module docstring)."""
+
+    model: LlamaModel
+    seed: int | None = None
+    chunked_entries = frozenset({"prefill"})
+    graph_entries = frozenset({"decode"})
+
+    def start_engine(self, model: LlamaModel, dtype: torch.dtype, graph_context: int,
+                     plan_ahead: bool | None) -> None:
+        """The KV engine for `model` from the plan's engine settings, and the CUDA-graph decode step."""
+        self.model = model
+        self.dtype = dtype
+        c = model.config
+        geometry = Geometry(c.layers, c.heads, c.kv_heads, c.head_dim, c.max_positions, dtype)
+        self.kv = KVCacheEngine.for_spec(self.spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE,
+                                         plan_ahead)
+        self.page_size = self.kv.page_size
+        self.use_graphs(model, graph_context)
+        self._prompts: dict[tuple[int, str], list[int]] = {}  # a chunked prefill's ids, until its last chunk
+        self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
+        self.where = f"{self.kv.pages.num_pages} KV pages of {self.page_size} tokens on {self.device}"
+
+    # ---- what a family says -------------------------------------------------------------------
+
+    def prompt_ids(self, call: Call) -> list[int]:
+        raise NotImplementedError(f"{type(self).__name__} does not say how a prompt becomes token ids")
+
+    def sampling_args(self, entry: str, call: Call) -> tuple[Any, ...]:
+        raise NotImplementedError(f"{type(self).__name__} does not say how `{entry}` samples")
+
+    def token_in(self, prev: Any) -> int:
+        return int(prev)
+
+    def token_out(self, token: int, generated: int) -> Any:
+        return int(token)
+
+    # ---- the engine's parts -----------------------------------------------------------------------
+
+    @property
+    def pages(self) -> PageAllocator:
+        return self.kv.pages
+
+    @property
+    def storage(self) -> KVStorage:
+        return self.kv.storage
+
+    @property
+    def planner(self) -> PlanAhead:
+        return self.kv.planner
+
+    @property
+    def backend(self) -> AttentionBackend:
+        """The attention backend of the eager path (planned through `self.planner`)."""
+        return self.planner.backend
+
+    @backend.setter
+    def backend(self, backend: AttentionBackend) -> None:
+        self.planner.use(backend)
+
+    # ---- the forward over a batch of sequences ---------------------------------------------------
+
+    def forward(self, items: list[Write] | list[tuple[int, str, list[int]]], graphs: bool = False) -> Tensor:
+        """Append each item's model-id tokens to its (request, label) KV and run one forward over all of
+        them; the logits at the last token each item wrote, [len(items), vocab] float32. An item is
+        (request, label, tokens), all written now, or a `Write` (a chunk of its tokens under a budget).
+        KVExhausted (nothing allocated) when the pool is short. A (request, label) appears at most
+        once. With `graphs`, a decode batch (one token per item) replays a captured CUDA graph when
+        one fits it."""
+        writes = [w if isinstance(w, Write) else Write(w[0], w[1], w[2], len(w[2])) for w in items]
+        for w in writes:
+            if not w.count:
+                raise CallError(w.request, "nothing to run: the input has no tokens")
+        with self.kv.stepping(writes) as prepared, torch.no_grad():
+            cached = list(prepared.batch.cached_lengths)
+            if graphs and all(n == 1 for n in prepared.lengths) and self.graphs.fits(cached):
+                logits = self.graphs.replay([prepared.chunk(i)[0] for i in range(len(writes))],
+                                            prepared.batch.page_tables, cached,
+                                            prepared.positions.tolist())  # [B, vocab]
+            else:
+                logits = self._dynamic(prepared)  # [B, vocab]
+        self.stats["forwards"] += 1
+        self.stats["tokens_in"] += sum(prepared.lengths)
+        return logits.float()
+
+    def forward_static(self, items: list[tuple[int, str, list[int]]], bucket: int) -> Tensor:
+        """`forward` of a decode batch through the static-shaped step a CUDA graph captures, run eagerly
+        and padded to `bucket` rows (any device): the tests hold it equal to the dynamic path."""
+        with self.kv.stepping([Write(r, lab, toks, len(toks)) for r, lab, toks in items]) as prepared, torch.no_grad():
+            logits = self.graphs.eager([toks[0] for _, _, toks in items], prepared.batch.page_tables,
+                                       list(prepared.batch.cached_lengths), bucket,
+                                       prepared.positions.tolist())  # [B, vocab]
+        return logits.float()
+
+    def _dynamic(self, prepared: Prepared) -> Tensor:
+        """The eager forward over ragged items (the attention backend plans this step's shapes)."""
+        dev = self.torch_device
+        ids = [t for i in range(len(prepared.items)) for t in prepared.chunk(i)]
+        tokens = torch.tensor(ids, dtype=torch.int64, device=dev)  # [N]
+        last = torch.cumsum(torch.tensor(prepared.lengths, device=dev), 0) - 1  # [B]
+        step = self.kv.step(prepared)
+        logits = self.model(tokens, prepared.positions.to(dev), step, logits_at=last)  # [B, vocab]
+        self.kv.issued(prepared)  # a decode step, issued: plan the next one while it runs
+        return logits
+
+    # ---- entries ---------------------------------------------------------------------------------
+
+    def input_tokens(self, entry: str, call: Call) -> int:
+        return len(self._prompt_ids(call)) if entry == "prefill" else 1
+
+    def _prompt_ids(self, call: Call) -> list[int]:
+        """The prefill's model ids, computed once per call (a chunked one is asked every round)."""
+        key = (call.request, self.label_of(call))
+        ids = self._prompts.get(key)
+        if ids is None:
+            ids = self._prompts[key] = self.prompt_ids(call)
+        return ids
+
+    def prefill(self, calls: list[Call]) -> list[Any]:
+        rows: list[Row] = []
+        for c in calls:
+            ids = self._prompt_ids(c)
+            self._check_limit(c, len(ids))
+            rows.append((c.request, self.label_of(c), ids, self.sampling_args("prefill", c), c.budget))
+        out = self._run(rows, fresh=True)
+        for c, token in zip(calls, out):
+            if token is not PARTIAL:
+                self._prompts.pop((c.request, self.label_of(c)), None)
+        return out
+
+    def decode(self, calls: list[Call]) -> list[Any]:
+        rows: list[Row] = []
+        for c in calls:
+            label = self.label_of(c)
+            if self.kv.seq(c.request, label) is None:
+                raise CallError(c.request, f"decode on label {label!r} before its prefill")
+            self._check_limit(c, 1)
+            rows.append((c.request, label, [self.token_in(c.args[0])], self.sampling_args("decode", c), 0))
+        return self._run(rows, fresh=False)
+
+    def _check_limit(self, call: Call, total: int) -> None:
+        label = self.label_of(call)
+        seq = self.kv.seq(call.request, label)
+        error = self.limit_error(call.request, label, total, total - (seq.progress if seq is not None else 0))
+        if error:
+            raise CallError(call.request, error)
+
+    def _run(self, rows: list[Row], fresh: bool) -> list[Any]:
+        """`_wave` over waves in which each (request, label) appears once (normally one wave)."""
+        return in_waves(rows, lambda row: row[:2], lambda wave: self._wave(wave, fresh))
+
+    def _wave(self, rows: list[Row], fresh: bool) -> list[Any]:
+        writes = [Write(r, lab, toks, len(toks), budget) for r, lab, toks, _, budget in rows]
+        logits = self.forward(writes, graphs=not fresh)  # decode: graphs
+        seqs = [self.kv.seq(r, lab) for r, lab, *_ in rows]
+        done = [i for i, s in enumerate(seqs) if s is not None and s.progress == 0]  # prompts written whole
+        out: list[Any] = [PARTIAL] * len(rows)
+        if not done:
+            return out
+        params = [self._params(rows[i][0], rows[i][1], *rows[i][3]) for i in done]
+        histories = [seqs[i].tokens or [] for i in done]  # type: ignore[union-attr]
+        generated = [int(seqs[i].data.get("generated", 0)) for i in done]  # type: ignore[union-attr]
+        drawn = sample(logits[done], params, histories, generated).tolist()
+        for i, token, count in zip(done, drawn, generated):
+            out[i] = self.token_out(token, count)
+            seqs[i].data["generated"] = count + 1  # type: ignore[union-attr]
+        self.stats["tokens_out"] += len(done)
+        return out
+
+    def _params(self, request: int, label: str, temperature: Any, top_p: Any, penalty: Any = 1.0) -> SamplingParams:
+        return SamplingParams(temperature=max(0.0, float(temperature)), top_p=min(1.0, max(1e-6, float(top_p))),
+                              repetition_penalty=max(1e-6, float(penalty)), seed=self.request_seed(request, label))
+
+    def request_seed(self, request: int, label: str) -> int:
+        """The sampling seed of (request, label): from the request id, mixed with the base seed if given."""
+        base = 0 if self.seed is None else self.seed
+        return (base * 0x9E3779B97F4A7C15 + request * 0x100000001B3 + zlib.crc32(label.encode())) % 2**63
+
+    # ---- per-request state beyond the engine's -----------------------------------------------------
+
+    def release(self, request: int) -> None:
+        self.kv.release(request)
+        for key in [k for k in self._prompts if k[0] == request]:
+            del self._prompts[key]
+
+    def counters(self) -> dict[str, int]:
+        return {**self.kv.counters(), "requests": len({r for r, _ in self.kv.seqs}), **self.stats,
+                **self.graphs.counters()}
