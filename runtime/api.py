@@ -34,15 +34,19 @@ from wgc.runtime.coordinator.request import RequestError, RequestSpec
 from wgc.runtime.engines.capture_report import EntryCapture
 from wgc.runtime.messages import Data, Part, Progress, Ready
 from wgc.runtime.process.coordinator import Coordinator
-from wgc.runtime.process.endpoints import Endpoints, make_run_directory
+from wgc.runtime.process.endpoints import Endpoints, make_run_directory, multi_host, where
 from wgc.runtime.process.errors import RankDownError, StartError
 from wgc.runtime.process.events import CancelledEvent, DoneEvent, ErrorEvent, OutputEvent, RequestEvent
 from wgc.runtime.process.handle import CancelResult, RequestFailed, RequestHandle
+from wgc.runtime.process.members import Members
+from wgc.runtime.process.membership import plan_sha256
 from wgc.runtime.process.modules import ModuleRefused, allowed_prefixes, check_components
 from wgc.runtime.process.supervisor import Supervisor
 
+from wgc import __version__
 from wgc.plan.file import encode_plan, load_plan
 from wgc.plan.model import Plan
+from wgc.settings import host_timeout
 
 __all__ = [
     "CancelResult", "CancelledEvent", "DoneEvent", "EntryCapture", "ErrorEvent", "HealthReport", "ModuleRefused",
@@ -98,9 +102,18 @@ class Runtime:
         self.startup_log: list[StartupLine] = []  # every rank's start-up lines, as they came
         self.captures: dict[int, tuple[EntryCapture, ...]] = {}  # rank → its CUDA graphs, from its Ready
         self.ready_at: float | None = None  # time.time() once every rank reported ready
-        endpoints = Endpoints.in_directory(run_dir, len(plan.ranks))
+        self._pids: dict[int, int] = {}  # every rank's pid, from its Ready (those on other hosts too)
+        endpoints = Endpoints.for_host(plan, 0, run_dir)
         self._coordinator = Coordinator(plan, endpoints, fake, self._on_event, self._on_ready, self._on_progress)
-        self._supervisor = Supervisor(plan_path, endpoints, run_dir, fake, self._coordinator.rank_down, allow_modules)
+        head = plan.hosts[0] if multi_host(plan) else None  # the head runs host 0's ranks, its agents the others'
+        self._supervisor = Supervisor(plan_path, endpoints, run_dir, fake, self._rank_down, allow_modules,
+                                      local=head.ranks if head else None, expected=range(len(plan.ranks)),
+                                      env=head.env if head else None)
+        self._members: Members | None = None
+        if head is not None:
+            self._members = Members(plan, plan_sha256(plan), __version__, host_timeout(), self._rank_down,
+                                    self._joined)
+            self._supervisor.absent = self._members.describe_missing
 
     @classmethod
     async def start(cls, plan: str | os.PathLike[str] | Plan, fake: bool = False, ready_timeout: float = 60.0,
@@ -128,6 +141,8 @@ class Runtime:
             raise
         try:
             runtime._coordinator.start()
+            if runtime._members is not None:
+                runtime._members.start()
             runtime._supervisor.start()
             await runtime._supervisor.wait_ready(ready_timeout)
             runtime.ready_at = time.time()
@@ -144,7 +159,21 @@ class Runtime:
 
     @property
     def pids(self) -> dict[int, int]:
-        return {r.rank: r.pid for r in self._supervisor.ranks}
+        return {**self._pids, **{r.rank: r.pid for r in self._supervisor.ranks}}
+
+    def _rank_down(self, rank: int, why: str) -> None:
+        """A rank's process is gone (here, or reported by its host's agent), or its host went silent."""
+        if rank in self._coordinator.down:
+            return
+        if self._supervisor.fail_start(StartError(f"{where(self.plan, rank)} could not start: {why}")):
+            return
+        self._coordinator.rank_down(rank, why)
+
+    def _joined(self, node_rank: int) -> None:
+        host = self.plan.hosts[node_rank]
+        line = f"host {host.name} ({host.address}) joined as node rank {node_rank}"
+        self._supervisor.saw_progress(-1, line)  # a join is start-up progress: the silence clock restarts
+        log.info("wgc: %s", line)
 
     # ---- requests ----------------------------------------------------------------------------
 
@@ -186,6 +215,7 @@ class Runtime:
 
     def _on_ready(self, msg: Ready) -> None:
         self.captures[msg.rank] = tuple(msg.captures)
+        self._pids[msg.rank] = msg.pid
         self._supervisor.mark_ready(msg.rank)
 
     def _on_progress(self, msg: Progress) -> None:
@@ -213,17 +243,18 @@ class Runtime:
         if answers:
             await asyncio.wait(list(answers.values()), timeout=timeout)
         ranks = []
-        for rp in self._supervisor.ranks:
-            fut = answers.get(rp.rank)
+        pids, local = self.pids, {rp.rank: rp for rp in self._supervisor.ranks}
+        for rank in range(len(self.plan.ranks)):
+            fut = answers.get(rank)
             counters = fut.result() if fut is not None and fut.done() else None
-            graphs = self.captures.get(rp.rank, ())
-            if rp.rank in self._coordinator.down or (fut is not None and fut.done() and counters is None):
-                why = self._coordinator.down.get(rp.rank, rp.down)
-                ranks.append(RankHealth(rp.rank, rp.pid, "down", why, {}, graphs))
+            graphs, pid = self.captures.get(rank, ()), pids.get(rank, 0)
+            if rank in self._coordinator.down or (fut is not None and fut.done() and counters is None):
+                why = self._coordinator.down.get(rank, local[rank].down if rank in local else "")
+                ranks.append(RankHealth(rank, pid, "down", why, {}, graphs))
             elif counters is None:
-                ranks.append(RankHealth(rp.rank, rp.pid, "unresponsive", "", {}, graphs))
+                ranks.append(RankHealth(rank, pid, "unresponsive", "", {}, graphs))
             else:
-                ranks.append(RankHealth(rp.rank, rp.pid, "up", "", dict(counters), graphs))
+                ranks.append(RankHealth(rank, pid, "up", "", dict(counters), graphs))
         return HealthReport(all(r.state == "up" for r in ranks), tuple(ranks), len(self._coordinator.core.live))
 
     async def close(self, grace: float = 5.0) -> None:
@@ -235,6 +266,8 @@ class Runtime:
             self._coordinator.core.cancel(request, "the runtime is shutting down")
         self._coordinator.flush()
         try:
+            if self._members is not None:
+                await self._members.close()  # every other host stops its workers
             await self._supervisor.stop(self._coordinator.shutdown, grace)
         finally:
             await self._coordinator.close()

@@ -16,6 +16,8 @@
                          is given (unset or empty: none); kept out of the workers' environment
     WGC_BAGEL_DIR        local BAGEL-7B-MoT directory (ema.safetensors, ae.safetensors, llm_config.json,
                          vit_config.json, tokenizer.json) for every BAGEL component (unset: tiny presets)
+    WGC_HOST_TIMEOUT     seconds a host of a multi-host plan may go without a heartbeat before it is declared
+                         down (the head, for each other host; each host, for the head); default 3
     WGC_QWEN3_OMNI_DIR   local Qwen3-Omni-30B-A3B-Instruct directory (config.json, the safetensors shards
                          with model.safetensors.index.json, tokenizer.json, preprocessor_config.json)
                          for every Qwen3-Omni component (unset: tiny presets)
@@ -99,3 +101,11 @@ def expected_context() -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise ValueError(f"WGC_EXPECTED_CONTEXT={text!r}: expected a positive number of tokens")
     return int(text)
+
+
+def host_timeout() -> float:
+    """WGC_HOST_TIMEOUT: a host's allowed silence in seconds (default 3, at least 0.5)."""
+    try:
+        return max(0.5, float(os.environ.get("WGC_HOST_TIMEOUT", "3")))
+    except ValueError:
+        return 3.0

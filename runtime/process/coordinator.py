@@ -64,7 +64,7 @@ class Coordinator:
         self.on_progress = on_progress  # a rank's start-up lines, before its Ready
         self.codec = Codec()
         self.ctx = zmq.asyncio.Context()
-        self.inbox = wire.pull_socket(self.ctx, endpoints.coordinator)
+        self.inbox = wire.pull_socket(self.ctx, endpoints.binds_of_coordinator())
         self.sync_ctx = zmq.Context.shadow(self.ctx.underlying)
         self.outboxes = [wire.push_socket(self.sync_ctx, ep) for ep in endpoints.ranks]
         self.down: dict[int, str] = {}

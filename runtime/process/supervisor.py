@@ -21,7 +21,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,15 +63,24 @@ def exit_reason(code: int, error_file: Path) -> str:
 
 
 class Supervisor:
+    """The workers of one host (its agent's half: runtime/process/agent.py on the others), and the wait
+    until every rank of the plan is ready, wherever it runs (`expected`; default: the ranks started here)."""
+
     def __init__(self, plan_path: str, endpoints: Endpoints, run_dir: str, fake: bool, on_down: OnDown,
-                 allow_modules: Sequence[str] = ()) -> None:
+                 allow_modules: Sequence[str] = (), local: Sequence[int] | None = None,
+                 expected: Sequence[int] | None = None, env: Mapping[str, str] | None = None) -> None:
         self.plan_path = plan_path
         self.allow_modules = tuple(allow_modules)  # module prefixes the workers may import components from
         self.endpoints = endpoints
         self.run_dir = Path(run_dir)
         self.fake = fake
         self.on_down = on_down
+        self.local = None if local is None else tuple(local)  # the ranks this host runs (None: every rank)
+        self.expected = None if expected is None else set(expected)
+        self.env = dict(env or {})  # the host's environment from the placement ([[cluster.hosts]] env)
         self.ranks: list[RankProcess] = []
+        self.ready: set[int] = set()
+        self.absent: Callable[[], str] | None = None  # what the wait is missing besides ranks (hosts not joined)
         self.stopping = False
         self._all_ready: asyncio.Future[None] | None = None
         self._last_progress: tuple[float, int, str] = (0.0, -1, "")  # loop time, rank, line
@@ -79,17 +88,35 @@ class Supervisor:
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._all_ready = loop.create_future()
-        for rank in range(len(self.endpoints.ranks)):
+        ranks = range(len(self.endpoints.ranks)) if self.local is None else self.local
+        for rank in ranks:
             error_file = self.run_dir / f"rank{rank}.error"
             args = ["--plan", self.plan_path, "--rank", str(rank), "--coordinator", self.endpoints.coordinator,
                     "--endpoints", ",".join(self.endpoints.ranks), "--error-file", str(error_file)]
+            if self.endpoints.rank_binds:
+                args += ["--bind", ",".join(self.endpoints.binds_of_rank(rank))]
             args += ["--fake"] if self.fake else [a for p in self.allow_modules for a in ("--allow-module-prefix", p)]
             # stdout goes to our stderr: a worker's prints must never mix into our own output
             proc = subprocess.Popen(worker_command(args), stdin=subprocess.PIPE, stdout=2, close_fds=True,
-                                    env=worker_env(os.environ))
+                                    env={**worker_env(os.environ), **self.env})
             rp = RankProcess(rank, proc, error_file, loop.create_future())
             self.ranks.append(rp)
             self._watch(rp, loop)
+
+    def waiting_for(self) -> set[int]:
+        return (self.expected if self.expected is not None else {r.rank for r in self.ranks}) - self.ready
+
+    def started_elsewhere(self) -> None:
+        """The start-up is awaited elsewhere (on the head): from now on every exit is a death to report."""
+        if self._all_ready is not None and not self._all_ready.done():
+            self._all_ready.set_result(None)
+
+    def fail_start(self, error: StartError) -> bool:
+        """Abandon the start with `error`; False when start-up is over (ready, or failed already)."""
+        if self._all_ready is None or self._all_ready.done():
+            return False
+        self._all_ready.set_exception(error)
+        return True
 
     def _watch(self, rp: RankProcess, loop: asyncio.AbstractEventLoop) -> None:
         try:
@@ -116,14 +143,16 @@ class Supervisor:
             rp.exited.set_result(code)
         if self.stopping:
             return
-        if self._all_ready is not None and not self._all_ready.done():
-            self._all_ready.set_exception(StartError(f"rank {rp.rank} could not start: {rp.down}"))
+        if self.fail_start(StartError(f"rank {rp.rank} could not start: {rp.down}")):
             return
         self.on_down(rp.rank, rp.down)
 
     def mark_ready(self, rank: int) -> None:
-        self.ranks[rank].ready = True
-        if all(r.ready for r in self.ranks) and self._all_ready is not None and not self._all_ready.done():
+        for rp in self.ranks:
+            if rp.rank == rank:
+                rp.ready = True
+        self.ready.add(rank)
+        if not self.waiting_for() and self._all_ready is not None and not self._all_ready.done():
             self._all_ready.set_result(None)
 
     def saw_progress(self, rank: int, line: str) -> None:
@@ -139,10 +168,13 @@ class Supervisor:
         while not self._all_ready.done():
             quiet_until = self._last_progress[0] + timeout
             if loop.time() >= quiet_until:
-                late = ", ".join(str(r.rank) for r in self.ranks if not r.ready)
+                late = ", ".join(str(r) for r in sorted(self.waiting_for()))
                 _, rank, line = self._last_progress
                 last = f"; the last start-up line was rank {rank}'s: {line}" if line else "; none said anything"
-                raise StartError(f"rank {late} did not report ready: no start-up progress for {timeout:g} s{last}")
+                absent = self.absent() if self.absent is not None else ""
+                absent = f"; {absent}" if absent else ""
+                raise StartError(f"rank {late} did not report ready: no start-up progress for {timeout:g} s"
+                                 f"{absent}{last}")
             await asyncio.wait([self._all_ready], timeout=quiet_until - loop.time())
         self._all_ready.result()
 

@@ -13,6 +13,8 @@ the protocol (stream credits), not to the sockets.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import zmq
 from wgc.runtime.codec import Codec
 from wgc.runtime.messages import Message
@@ -21,11 +23,20 @@ _RECONNECT_MS = 10  # a peer that binds after we connect is found within this
 _RECONNECT_MAX_MS = 1000  # backing off to this while a peer stays away (a rank that died)
 
 
-def pull_socket(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
+def pull_socket(ctx: zmq.Context, endpoint: str | Sequence[str]) -> zmq.Socket:
+    """Bound on every endpoint given (a host's IPC path, and its TCP address when there are several hosts)."""
     sock = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVHWM, 0)
-    sock.bind(endpoint)
+    try:
+        for ep in (endpoint,) if isinstance(endpoint, str) else endpoint:
+            try:
+                sock.bind(ep)
+            except zmq.ZMQError as err:
+                raise OSError(f"cannot listen on {ep}: {err.strerror}") from None
+    except BaseException:
+        sock.close(linger=0)
+        raise
     return sock
 
 

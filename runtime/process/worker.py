@@ -68,7 +68,7 @@ class Worker:
         self.local: deque[Message] = deque()  # messages to this rank itself
         self.ctx = zmq.Context()
         try:
-            self.inbox = wire.pull_socket(self.ctx, endpoints.ranks[rank])
+            self.inbox = wire.pull_socket(self.ctx, endpoints.binds_of_rank(rank))
             self.outboxes = {r: wire.push_socket(self.ctx, ep) for r, ep in enumerate(endpoints.ranks) if r != rank}
             self.outboxes[COORDINATOR] = wire.push_socket(self.ctx, endpoints.coordinator)
             started = start_rank(plan, rank, component_maker(plan, rank, fake), self.progress)

@@ -39,6 +39,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rank", required=True, type=int)
     p.add_argument("--coordinator", required=True, help="the coordinator's endpoint")
     p.add_argument("--endpoints", required=True, help="every rank's endpoint, comma-separated, in rank order")
+    p.add_argument("--bind", default="", help="what this rank binds, comma-separated (default: its own endpoint)")
     p.add_argument("--error-file", required=True, help="where to write the reason this worker stopped")
     p.add_argument("--fake", action="store_true", help="fake components (no weights)")
     p.add_argument("--allow-module-prefix", action="append", dest="allow_modules", metavar="PREFIX",
@@ -72,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from wgc.plan.file import PlanFileError, load_plan
 
-    endpoints = Endpoints(args.coordinator, tuple(args.endpoints.split(",")))
+    ranks = tuple(args.endpoints.split(","))
+    binds = tuple(tuple(args.bind.split(",")) if r == args.rank else () for r in range(len(ranks))) if args.bind else ()
+    endpoints = Endpoints(args.coordinator, ranks, (), binds)
     try:
         _, plan = load_plan(args.plan)
         if not args.fake:

@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAIRS: list[tuple[str, str]] = [
     ("bagel", "cpu"),
     ("bagel", "cpu3"),
+    ("bagel", "cpu3-hosts"),
     ("bagel", "1xh100"),
     ("bagel", "3xh100"),
     ("bagel", "bagel-1xh200"),
@@ -17,6 +18,7 @@ PAIRS: list[tuple[str, str]] = [
     ("orpheus", "1xh200"),
     ("orpheus", "orpheus-pd"),
     ("orpheus", "orpheus-cpu2"),
+    ("orpheus", "orpheus-cpu2-hosts"),
     ("pi05", "cpu"),
     ("pi05", "1xh100"),
     ("qwen3_omni", "cpu"),

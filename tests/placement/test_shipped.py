@@ -18,6 +18,7 @@ from wgc.placement import estimate_memory, load_placement
 SERVES: dict[str, tuple[str, ...]] = {
     "cpu.toml": STAND_INS,
     "cpu3.toml": ("bagel",),
+    "cpu3-hosts.toml": ("bagel",),
     "1xh100.toml": ("bagel", "orpheus", "vjepa2_ac", "pi05"),
     "3xh100.toml": ("bagel",),
     "2xh200.toml": ("qwen3_omni",),
@@ -25,6 +26,7 @@ SERVES: dict[str, tuple[str, ...]] = {
     "bagel-1xh200.toml": ("bagel",),
     "orpheus-pd.toml": ("orpheus",),
     "orpheus-cpu2.toml": ("orpheus",),
+    "orpheus-cpu2-hosts.toml": ("orpheus",),
     "qwen3-omni-cpu2.toml": ("qwen3_omni",),
 }
 CASES = [(p, m) for p, models in SERVES.items() for m in models]

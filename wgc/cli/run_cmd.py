@@ -352,17 +352,31 @@ async def _until_signal(work: Any) -> int:
 @click.option("--limit", "limits", multiple=True, metavar="NAME=VALUE",
               help="With --serve: a request limit, over the placement's [serve] table (repeatable), e.g. "
                    "max_images=4, max_body_bytes=16MiB, max_audio_seconds=60 (docs/http.md, Limits).")
+@click.option("--headless", is_flag=True,
+              help="Multi-host plans: run this host's ranks only (no HTTP, no coordinator), joined to the head "
+                   "(docs/placement.md, Multi-host).")
+@click.option("--node-rank", type=click.IntRange(0), metavar="K",
+              help="With --headless: this host's position in the placement's [[cluster.hosts]].")
+@click.option("--node", "node_name", metavar="NAME", help="With --headless: this host by its name in [[cluster.hosts]].")
+@click.option("--nnodes", type=click.IntRange(1), metavar="N", help="The number of hosts, checked against the plan.")
+@click.option("--master-addr", "--dist-init-addr", "master", metavar="HEAD[:PORT]",
+              help="With --headless: the head's address and [transport] port (default: the plan's host 0).")
 def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str | None, ready_timeout: float,
         serve_at: str | None,
         api_key_file: str | None, api_key: str | None, max_running: int | None, max_queued: int | None,
         request_timeout: float,
-        allow_modules: tuple[str, ...], limits: tuple[str, ...]) -> None:
+        allow_modules: tuple[str, ...], limits: tuple[str, ...], headless: bool, node_rank: int | None,
+        node_name: str | None, nnodes: int | None, master: str | None) -> None:
     """Start a coordinator and one worker process per rank; run requests; print their events as NDJSON."""
     import asyncio  # here, not at the top: `wgc check` imports this module and must start fast
 
     from wgc.plan.file import PlanFileError
     from wgc.runtime.process.errors import StartError
 
+    if headless or (node_rank or 0) > 0 or node_name is not None or master is not None:
+        _run_headless(plan_file, fake, headless, node_rank, node_name, nnodes, master, ready_timeout,
+                      bool(requests or serve_at or output_dir), allow_modules)
+        return
     from_stdin = "-" in requests
     try:
         docs = [parse_request(text, f"--request {i}") for i, text in enumerate(requests, 1) if text != "-"]
@@ -390,6 +404,8 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str |
         click.echo(f"wgc: {err}", err=True)
         sys.exit(EXIT_USAGE)
     try:
+        if nnodes is not None:
+            _check_nnodes(plan_file, nnodes)
         work = _serve(plan_file, fake, docs, from_stdin, ready_timeout, output_dir, prefixes) if serve_at is None else \
             _serve_http(plan_file, address, options)
         status = asyncio.run(_until_signal(work))
@@ -402,5 +418,45 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str |
     except OutputGone as err:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
         click.echo(f"wgc: cannot write the output: {err}", err=True)
+        sys.exit(1)
+    sys.exit(status)
+
+
+def _check_nnodes(plan_file: str, nnodes: int) -> None:
+    from wgc.plan.file import load_plan
+    from wgc.runtime.process.errors import StartError
+
+    hosts = max(1, len(load_plan(plan_file)[1].hosts))
+    if hosts != nnodes:
+        raise StartError(f"--nnodes {nnodes}: the plan has {hosts} host{'s' if hosts != 1 else ''}")
+
+
+def _run_headless(plan_file: str, fake: bool, headless: bool, node_rank: int | None, node_name: str | None,
+                  nnodes: int | None, master: str | None, join_timeout: float, serving: bool,
+                  allow_modules: tuple[str, ...]) -> None:
+    """A host other than the head: its agent and workers until the head stops them (run_node.py)."""
+    import asyncio
+
+    from wgc.cli.run_node import run_node
+    from wgc.plan.file import PlanFileError
+    from wgc.runtime.process.errors import StartError
+
+    try:
+        if not headless:
+            raise ValueError("--node-rank, --node and --master-addr are for the other hosts: add --headless "
+                             "(the head runs `wgc run PLAN --serve ...` with none of them)")
+        if serving:
+            raise ValueError("--headless runs no coordinator: --serve, --request and -o go to the head")
+        prefixes = _module_prefixes(allow_modules)
+        status = asyncio.run(_until_signal(run_node(plan_file, node_rank, node_name, nnodes, master, fake,
+                                                    join_timeout, prefixes)))
+    except ValueError as err:
+        click.echo(f"wgc: {err}", err=True)
+        sys.exit(EXIT_USAGE)
+    except PlanFileError as err:
+        click.echo(f"wgc: {err}", err=True)
+        sys.exit(EXIT_USAGE if err.kind == "unreadable" else 1)
+    except (StartError, OSError) as err:
+        click.echo(f"wgc: {err}", err=True)
         sys.exit(1)
     sys.exit(status)

@@ -27,7 +27,7 @@ from wgc.lower.project import project, rank_inputs, value_homes, with_next
 from wgc.lower.specs import component_specs, memory_rows, param_specs, setting_rows, stream_specs, walk_specs
 from wgc.placement.memory import MemoryTable, estimate_memory
 from wgc.placement.schema import Placement
-from wgc.plan.model import CaptureSpec, FlowSpec, Instr, Plan, RankSpec, Run, WalkSchedule
+from wgc.plan.model import CaptureSpec, FlowSpec, HostSpec, Instr, Plan, RankSpec, Run, TransportSpec, WalkSchedule
 
 
 @dataclass
@@ -125,10 +125,12 @@ def pass_captures(s: LowerState) -> None:
 
 def pass_assemble(s: LowerState) -> None:
     s.memory = estimate_memory(s.placement, s.program)
-    hosts = {r: h.name for h in s.placement.cluster.hosts for r in h.ranks}
-    device = s.placement.cluster.device
+    cluster, transport = s.placement.cluster, s.placement.transport
+    hosts = {r: h.name for h in cluster.hosts for r in h.ranks}
+    local = {r: i for h in cluster.hosts for i, r in enumerate(sorted(h.ranks))}  # CUDA devices count per host
     ranks = [
-        RankSpec(r, "cpu" if device == "cpu" else f"cuda:{r}", hosts.get(r, "localhost"), s.schedules[r])
+        RankSpec(r, "cpu" if cluster.device == "cpu" else f"cuda:{local.get(r, r)}", hosts.get(r, "localhost"),
+                 s.schedules[r])
         for r in s.all_ranks
     ]
     model = s.program.of(ast.Model)
@@ -145,6 +147,8 @@ def pass_assemble(s: LowerState) -> None:
         captures=s.captures,
         memory=memory_rows(s.memory),
         settings=setting_rows(s.program, s.placement),
+        hosts=[HostSpec(h.name, h.address, sorted(h.ranks), dict(h.env)) for h in cluster.hosts],
+        transport=TransportSpec(transport.intra_host, transport.inter_host, transport.port),
     )
 
 

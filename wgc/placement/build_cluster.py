@@ -79,13 +79,28 @@ def _hosts(f: Fields, ranks: int, ctx: Ctx) -> tuple[Host, ...]:
             if r in owner:
                 ctx.error("P019", f"rank {r} is on two hosts, `{owner[r]}` and `{name}`", h.key_span("ranks"))
             owner.setdefault(r, name)
-        hosts.append(Host(name, h.str("address") or DEFAULT_BIND, rank_set, h.node.span))
+        address = h.str("address") or DEFAULT_BIND
+        if not _is_ip(address):
+            ctx.error("P019", f"host `{name}`: address {address!r} is not an IP address", h.key_span("address"),
+                      ("give the address its workers listen on, such as 10.0.0.2 (a host binds only its own address)",))
+        env = tuple((k, str(v)) for k, (v, _) in h.names("env").items())
+        hosts.append(Host(name, address, rank_set, h.node.span, env))
     missing = [r for r in range(ranks) if r not in owner]
     if items and missing:
         shown = f"rank {missing[0]} is" if len(missing) == 1 else "ranks " + ", ".join(map(str, missing)) + " are"
         ctx.error("P019", f"{shown} on no host", node.key,
                   (f"the hosts' rank ranges must cover ranks 0..{ranks - 1}, each once",))
     return tuple(hosts)
+
+
+def _is_ip(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_gpus_per_host(hosts: tuple[Host, ...], f: Fields, ctx: Ctx) -> None:

@@ -185,6 +185,7 @@ HOST: Spec = {
     "name": Key(string, required=True),
     "address": Key(string),
     "ranks": Key(rank_set, required=True),
+    "env": Key(map_of(string)),  # environment of this host's workers (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, ...)
 }
 
 CLUSTER: Spec = {

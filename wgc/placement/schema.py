@@ -19,6 +19,7 @@ class Host:
     address: str
     ranks: Ranks
     span: Span = field(compare=False, repr=False)
+    env: tuple[tuple[str, str], ...] = ()  # (name, value) for this host's workers, as the placement gives them
 
 
 @dataclass(frozen=True)

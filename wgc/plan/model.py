@@ -280,9 +280,28 @@ class WalkSchedule(Struct, frozen=True):
 
 class RankSpec(Struct, frozen=True):
     rank: int
-    device: str  # "cpu" or "cuda:N"
+    device: str  # "cpu" or "cuda:N", N the rank's position among its host's ranks (a device index on that host)
     host: str
     schedules: list[WalkSchedule]
+
+
+class HostSpec(Struct, frozen=True):
+    """One machine of the plan (`[[cluster.hosts]]`): where its ranks listen, and its workers' environment."""
+
+    name: str
+    address: str  # an IP address: every listener of this host binds it, never all interfaces
+    ranks: list[int]
+    env: dict[str, str] = {}  # set in this host's workers' environment (NCCL_SOCKET_IFNAME, ...)
+
+
+class TransportSpec(Struct, frozen=True):
+    """`[transport]`: the wires, and the base port every deterministic port is derived from
+    (runtime/process/endpoints.py: store = port, coordinator = port + 1, membership = port + 2,
+    rank r = port + 10 + r)."""
+
+    intra_host: str
+    inter_host: str
+    port: int
 
 
 class WalkSpec(Struct, frozen=True):
@@ -334,3 +353,5 @@ class Plan(Struct, frozen=True):
     captures: list[CaptureSpec]
     memory: list[MemoryRow]
     settings: list[Setting]
+    hosts: list[HostSpec] = []  # in [[cluster.hosts]] order: node rank k is hosts[k], the head is hosts[0]
+    transport: TransportSpec | None = None

@@ -7,6 +7,7 @@ golden diff, so the format changes only on purpose.
 from __future__ import annotations
 
 from wgc.plan import model as m
+from wgc.plan.ports import host_lines
 
 _PRECEDENCE = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4, "in": 4,
                "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
@@ -129,6 +130,7 @@ def plan_text(plan: m.Plan) -> str:
                 cond = f" when {expr_text(arm.when)}" if arm.when else ""
                 out.append(f"    each {e.name}: {arm.kind} -> {' -> '.join(arm.walks)}{cond}")
     out.append("")
+    out.extend(host_lines(plan))
     for rank in plan.ranks:
         out.extend(schedule_lines(rank))
         out.append("")
