@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from wgc.runtime.http import chat, generate, images, info, page, speech
+from wgc.runtime.http import chat, completions, generate, images, info, page, speech
 from wgc.runtime.http.errors import ApiError, error_body
 from wgc.runtime.http.frontdoor import FrontDoor
 from wgc.runtime.http.openapi import BINARY, ERRORS, NDJSON, SSE, customise, multipart_edit
@@ -71,6 +71,8 @@ def _routes(app: FastAPI, service: Service) -> None:
     m = service.models
     _post(app, service, "/v1/chat/completions", "chat", chat.chat_completions, m.chat, {200: SSE},
           response_model=ChatCompletion, summary="Chat completion (SSE when stream is true)")
+    _post(app, service, "/v1/completions", "completions", completions.completions, completions.request_model(service),
+          {200: SSE}, response_model=completions.Completion, summary="Text completion (SSE when stream is true)")
     _post(app, service, "/v1/audio/speech", "speech", speech.speech, m.speech, {200: BINARY},
           response_class=Response, summary="Text to speech, streamed as it is produced")
     _post(app, service, "/v1/images/generations", "images", images.generations, m.images, {},

@@ -72,7 +72,8 @@ class Service:
             CHARS_PER_POSITION * self.context.positions.tokens if self.context.positions else DEFAULT_PROMPT_CHARS)
         self.offload = Offload()
         self.template = ChatTemplate(chat_template(self.tokenizer), getattr(self.tokenizer, "bos_token", "") or "",
-                                     getattr(self.tokenizer, "eos_token", "") or "")
+                                     getattr(self.tokenizer, "eos_token", "") or "",
+                                     getattr(self.tokenizer, "template_tokens", None))
         self.end_ids = formats.end_ids
         self._rate = formats.sample_rate
         self.admission = Admission(self.sizing.capacity)

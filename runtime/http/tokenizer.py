@@ -7,7 +7,10 @@ Face tokenizer behind this protocol (byte-level BPE decodes each token to its by
 
 Optional attributes, read with defaults: `chat_template` (a Jinja2 string in the Hugging Face
 convention; None uses the default template), `bos_token` / `eos_token` (strings the template may
-print), `stop_ids` (ids that end the text and are never shown).
+print), `template_tokens` (every named special token the template sees, as transformers passes
+them: bos_token, eos_token, pad_token, ...), `stop_ids` (ids that end the text and are never shown),
+`encode_prompt(text)` (a raw /v1/completions prompt to ids, with the specials the tokenizer adds,
+such as BOS; `encode` is used without it).
 """
 
 from __future__ import annotations

@@ -212,8 +212,8 @@ def test_a_wrong_api_key_is_an_authentication_error(toy: Server) -> None:
 def test_models_lists_the_plan_and_its_routes(client: openai.OpenAI) -> None:
     (card,) = client.models.list().data
     assert card.id == "toy"
-    assert card.model_extra["routes"] == {"chat": True, "speech": True, "images": True, "edits": True,
-                                          "generate": True}
+    assert card.model_extra["routes"] == {"chat": True, "completions": True, "speech": True, "images": True,
+                                          "edits": True, "generate": True}
 
 
 def _png(w: int, h: int) -> bytes:

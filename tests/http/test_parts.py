@@ -113,9 +113,10 @@ def test_no_pool_reported_keeps_the_max_batch_rule(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("model", "routes"), [
-    ("bagel", {"chat", "images", "edits", "generate"}),
+    ("bagel", {"chat", "completions", "images", "edits", "generate"}),
+    ("llama", {"chat", "completions", "generate"}),
     ("orpheus", {"speech", "generate"}),
-    ("qwen3_omni", {"chat", "speech", "generate"}),
+    ("qwen3_omni", {"chat", "completions", "speech", "generate"}),
     ("pi05", {"generate"}),
     ("vjepa2_ac", {"generate"}),
 ])

@@ -1,0 +1,104 @@
+"""`lm` of models/llama.walk: any Llama-architecture chat model over the paged KV engine.
+
+    prefill(prompt: tokens, temperature, top_p) -> token   the prompt's ids (the frontend tokenized
+                                                            the rendered chat template) and the first
+                                                            reply token;
+    decode(prev: token, temperature, top_p) -> token        the next token.
+
+Everything but the prompt and the end tokens is the shared Llama component's
+(`wgc.models.layers.paged_llama.PagedLlama`, also the base of Orpheus's language model): batching,
+chunked prefill, per-request sampling, CUDA-graph decode. A sampled stop id of the checkpoint (any of
+its `eos_token_id`s, config.py) leaves as the walk's `eos` const, so one loop condition ends a reply
+whichever stop token the model wrote.
+
+Weights: `weights=` (a Hugging Face directory), else random ones for `preset` or `config`, else
+WGC_LLAMA_DIR, else the tiny preset. Float32 on CPU, the declared dtype on CUDA.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from wgc.models.layers.dtypes import compute_dtype
+from wgc.models.layers.llama_weights import load_llama
+from wgc.models.layers.paged_llama import PagedLlama, random_llama
+from wgc.models.llama.config import LlamaChatConfig
+from wgc.models.weights_io import announce, choose
+from wgc.runtime.component import Call, CallError
+from wgc.runtime.engines.decode_graphs import GRAPH_CONTEXT
+
+from wgc.plan.model import ComponentSpec
+
+KNOB = "WGC_LLAMA_DIR"
+
+
+class ChatModel(PagedLlama):
+    """A Llama chat model as a kv component (see the module docstring)."""
+
+    def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
+                 preset: str | None = None, seed: int | None = None, config: LlamaChatConfig | None = None,
+                 graph_context: int = GRAPH_CONTEXT, plan_ahead: bool | None = None) -> None:
+        super().__init__(spec, rank, device)
+        if spec.tp > 1:
+            raise ValueError(f"llama {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented; "
+                             "place a whole model on each rank")
+        self.torch_device = torch.device(device)
+        dtype = compute_dtype(spec, self.torch_device)
+        directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
+        if directory is not None:
+            self.config = LlamaChatConfig.from_directory(directory)
+            model = load_llama(directory, self.config.llama, self.torch_device, dtype)
+            self.source = str(directory)
+        else:
+            self.config = config if config is not None else LlamaChatConfig.preset(preset or "tiny")
+            model = random_llama(self.config.llama, self.torch_device, dtype, seed or 0)
+            self.source = f"{self.config.name} {'config' if config is not None else 'preset'}, random weights"
+        eos = spec.consts.get("eos")
+        if not isinstance(eos, int):
+            raise ValueError(f"llama {spec.name}: the walk must declare `const eos: token` (the end every stop "
+                             "id is reported as)")
+        self.eos = eos
+        self.stops = frozenset(self.config.stop_ids)
+        self.seed = seed
+        self.start_engine(model, dtype, graph_context, plan_ahead)
+        announce("llama", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self.where)
+
+    @classmethod
+    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> ChatModel:
+        return cls(spec, rank, device, preset="tiny")
+
+    def describe(self) -> str:
+        return f"{self.source}; {self.where}"
+
+    def prompt_ids(self, call: Call) -> list[int]:
+        """The prompt's token ids (asked by the scheduler too, so it never raises: `prefill` checks them)."""
+        value = call.args[0]
+        ids = value.tolist() if hasattr(value, "tolist") else value
+        return list(ids) if isinstance(ids, list | tuple) else []
+
+    def prefill(self, calls: list[Call]) -> list[Any]:
+        for c in calls:
+            self._check_prompt(c)
+        return super().prefill(calls)
+
+    def _check_prompt(self, call: Call) -> None:
+        """CallError (this request fails, the batch runs on) for a prompt that is not token ids of this model."""
+        value = call.args[0]
+        ids = self._prompt_ids(call)
+        if not ids:
+            what = "no tokens" if isinstance(value, list | tuple) or hasattr(value, "tolist") else \
+                f"expected token ids, found {type(value).__name__}"
+            raise CallError(call.request, f"prompt: {what}")
+        vocab = self.config.llama.vocab
+        for i, t in enumerate(ids):
+            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab:
+                raise CallError(call.request, f"prompt[{i}]: {t!r} is not a token id of this model (0..{vocab - 1})")
+
+    def sampling_args(self, entry: str, call: Call) -> tuple[Any, ...]:
+        """(temperature, top_p): after the prompt, or after `prev`."""
+        return tuple(call.args[1:3])
+
+    def token_out(self, token: int, generated: int) -> Any:
+        return self.eos if token in self.stops else int(token)
