@@ -7,6 +7,8 @@
     WGC_CPU_THREADS      torch intra-op threads of a CPU rank's worker process (default: torch's own when
                          OMP_NUM_THREADS is set, else the host's cores shared out among the plan's CPU
                          ranks on it, at least 1)
+    WGC_CPU_PACKED_LINEAR  0 turns off the CPU kv components' matrix products through oneDNN over packed
+                         weights (runtime/engines/cpu_linear.py), back to F.linear (default on)
     WGC_EXPECTED_CONTEXT tokens the HTTP frontend expects one request to hold per KV label, when it
                          sizes its running slots from the KV pools (2048; a component's
                          max_seq_len caps it)
@@ -109,3 +111,8 @@ def host_timeout() -> float:
         return max(0.5, float(os.environ.get("WGC_HOST_TIMEOUT", "3")))
     except ValueError:
         return 3.0
+
+
+def cpu_packed_linear() -> bool:
+    """WGC_CPU_PACKED_LINEAR: whether a CPU kv component packs its weights for oneDNN (default on; 0 is off)."""
+    return os.environ.get("WGC_CPU_PACKED_LINEAR", "1").strip().lower() not in ("0", "false", "no", "off")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from wgc.runtime.engines.cpu_linear import PackedWeight, linear
 
 
 class Embedding(nn.Module):
@@ -23,7 +24,11 @@ class Embedding(nn.Module):
 
 
 class LMHead(nn.Module):
-    """Logits = h @ W^T; tied: W is the embedding's own Parameter (one tensor, two names)."""
+    """Logits = h @ W^T; tied: W is the embedding's own Parameter (one tensor, two names). On CPU a kv
+    component may set `packed` (runtime/engines/cpu_linear.py: the product through oneDNN)."""
+
+    packs_weight = True
+    packed: PackedWeight | None = None
 
     def __init__(self, hidden: int, vocab: int, tied: Embedding | None = None) -> None:
         super().__init__()
@@ -33,4 +38,4 @@ class LMHead(nn.Module):
             self.weight = tied.weight  # [vocab, hidden], shared
 
     def forward(self, h: Tensor) -> Tensor:
-        return F.linear(h, self.weight)  # [..., vocab]
+        return linear(h, self.weight, None, self.packed)  # [..., vocab]

@@ -1,0 +1,98 @@
+"""The CPU decode step's matrix products through oneDNN over weights packed once, not MKL's sgemm.
+
+Why: profiling a decode step on CPU (torch.profiler, one thread, `bench/engine_speed.py --profile`)
+puts 82-85% of the 34M-parameter shape's time in `aten::mm`, and on this kind of host (AMD EPYC,
+AVX-512) MKL's sgemm for the few rows of a decode batch runs at 40-70 GFLOP/s. oneDNN's
+`mkldnn._linear_pointwise` over a weight reordered once into its blocked layout
+(`mkldnn._reorder_linear_weight`) does the same product 2-2.7x faster at 3..64 rows and as fast
+at one row. It is also batch-invariant: a row's result is bitwise the same at any row count (MKL's
+is not below 5 rows), which keeps a request's tokens the same whatever it is batched with, so one
+row takes it too. On small weights (the 0.7M shape's 128 x 256) oneDNN's fixed cost of about
+10 us is more than the product: those keep `F.linear`.
+
+`pack_linears(model)` gives every `nn.Linear` of a model (and any module whose class sets
+`packs_weight`, as the shared `LMHead` does, calling `linear` with its `packed`) this forward;
+a kv component calls it once for its model on CPU (`KVComponent.use_graphs`). What it keeps:
+- the module's own `weight` and `bias` Parameters, untouched: state dicts, loaders, `.to()` and
+  tied weights see no difference;
+- one packed copy of the weight per module (memory: the weights once more), made on first use and
+  made again whenever the weight changed since (another tensor, or the same one written in place:
+  keyed on its storage pointer and its version counter), so a weight loaded after packing is used;
+- `F.linear` whenever the packed path does not apply: autograd wanted, not float32 on CPU, a
+  weight under `MIN_PACKED_WEIGHT` elements, or oneDNN missing from this torch build.
+Results are float32 products summed in another order than MKL's: equal to rounding (the parity
+tests' tolerances), the same greedy tokens. WGC_CPU_PACKED_LINEAR=0 turns it off (the bench's
+baseline).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from wgc import settings
+
+MIN_PACKED_WEIGHT = 1 << 16  # elements: below, oneDNN's fixed cost exceeds what it saves (128 x 256 at 1-32 rows)
+PACK_ROWS_HINT = 32  # the rows oneDNN is told to expect when it reorders: fast from 1 to 64 rows (measured)
+
+
+class PackedWeight:
+    """One module's packed copy of its weight, and what it was packed from."""
+
+    __slots__ = ("key", "tensor")
+
+    def __init__(self) -> None:
+        self.key: tuple[int, int] | None = None
+        self.tensor: Tensor | None = None
+
+    def get(self, weight: Tensor) -> Tensor:
+        key = (weight.data_ptr(), weight._version)
+        if self.key != key or self.tensor is None:
+            self.tensor = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS_HINT)
+            self.key = key
+        return self.tensor
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PackedWeight:
+        return PackedWeight()  # a copied module packs its own weight (a oneDNN tensor does not copy)
+
+
+def packed_available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None, packed: PackedWeight | None) -> Tensor:
+    """x @ weight.T + bias: through the packed weight when it applies (see the module docstring)."""
+    if (packed is None or x.dtype != torch.float32 or weight.dtype != torch.float32 or x.device.type != "cpu"
+            or weight.numel() < MIN_PACKED_WEIGHT
+            or (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad))):
+        return F.linear(x, weight, bias)
+    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed.get(weight), bias, "none", [], "")
+
+
+class PackedLinear(nn.Linear):
+    """nn.Linear whose forward is `linear` over its packed weight (set by `pack_linears`)."""
+
+    packed: PackedWeight
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias, self.packed)  # [..., out_features]
+
+
+def pack_linears(model: nn.Module) -> int:
+    """Give every nn.Linear of `model` and its LM head the packed forward; how many modules now have it.
+    Nothing when WGC_CPU_PACKED_LINEAR=0 or this torch has no oneDNN."""
+    if not settings.cpu_packed_linear() or not packed_available():
+        return 0
+    count = 0
+    for module in model.modules():
+        if type(module) is nn.Linear:
+            module.__class__ = PackedLinear  # same Parameters, same state dict: only the forward differs
+        elif not isinstance(module, PackedLinear) and not getattr(type(module), "packs_weight", False):
+            continue
+        if not isinstance(getattr(module, "packed", None), PackedWeight):
+            module.packed = PackedWeight()  # type: ignore[assignment]
+        count += 1
+    return count
