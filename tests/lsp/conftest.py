@@ -21,15 +21,66 @@ async def client(lsp_client: LanguageClient):
     await lsp_client.shutdown_session()
 
 
+# The text the server holds for each open document, as this client last sent it: changes are sent
+# as an editor sends them (incremental sync), a range of that text and what replaces it.
+_SENT: dict[str, str] = {}
+
+
 def open_document(client: LanguageClient, uri: str, text: str) -> None:
+    _SENT[uri] = text
     client.text_document_did_open(types.DidOpenTextDocumentParams(
         text_document=types.TextDocumentItem(uri=uri, language_id="walk", version=1, text=text)))
 
 
+def lsp_position(text: str, offset: int) -> types.Position:
+    """The LSP position of `offset` in `text`: lines as the protocol splits them, UTF-16 columns."""
+    lines = text[:offset].splitlines(keepends=True)
+    if not lines or lines[-1] != lines[-1].rstrip("\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+        return types.Position(line=len(lines), character=0)
+    return types.Position(line=len(lines) - 1, character=len(lines[-1].encode("utf-16-le", "surrogatepass")) // 2)
+
+
+def replacing(text: str, *pairs: tuple[str, str]) -> tuple[str, list[tuple[int, int, str]]]:
+    """`text` with each (old, new) pair's first `old` replaced in turn, and those replacements as an
+    editor reports them (start and end offsets, each in the text the ones before it left, and what
+    was typed: only the characters that differ, so `decode()` → `decode(` is one deleted `)`)."""
+    edits = []
+    for old, new in pairs:
+        head = next((i for i, (x, y) in enumerate(zip(old, new)) if x != y), min(len(old), len(new)))
+        tail = next((i for i, (x, y) in enumerate(zip(old[head:][::-1], new[head:][::-1])) if x != y),
+                    min(len(old), len(new)) - head)
+        at = text.index(old) + head
+        typed = new[head:len(new) - tail]
+        edits.append((at, at + len(old) - head - tail, typed))
+        text = text[:at] + typed + text[at + len(old) - head - tail:]
+    return text, edits
+
+
 def change_document(client: LanguageClient, uri: str, version: int, text: str) -> None:
+    """Send the change from the text sent last to `text` as one ranged edit: what lies between
+    their common start and end."""
+    old = _SENT[uri]
+    head = 0
+    while head < min(len(old), len(text)) and old[head] == text[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(text)) - head and old[-1 - tail] == text[-1 - tail]:
+        tail += 1
+    edit_document(client, uri, version, [(head, len(old) - tail, text[head:len(text) - tail])])
+
+
+def edit_document(client: LanguageClient, uri: str, version: int, edits: list[tuple[int, int, str]]) -> None:
+    """Send `edits` (start and end offsets, each in the text the ones before it left, and the new text)
+    as one didChange of ranged changes."""
+    text = _SENT[uri]
+    changes = []
+    for start, end, new in edits:
+        changes.append(types.TextDocumentContentChangePartial(
+            range=types.Range(start=lsp_position(text, start), end=lsp_position(text, end)), text=new))
+        text = text[:start] + new + text[end:]
+    _SENT[uri] = text
     client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version), content_changes=changes))
 
 
 async def settle(client: LanguageClient, uri: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
+from tests.lsp import conftest
 from wgc.lsp.document import Analysis, analyse
 from wgc.lsp.hover import hover_text
 from wgc.lsp.index import Occurrence
@@ -178,6 +179,12 @@ def test_document_symbols_nest_entries_under_components(bagel: Analysis) -> None
 # ---- while the text does not parse: the last analysis that did, mapped (document.View) ----------
 
 
+def replacing(text: str, *pairs: tuple[str, str]) -> tuple[str, list[tuple[int, int, int]]]:
+    """The editor's edits for `pairs` (tests/lsp/conftest.py), as Documents takes them."""
+    new, edits = conftest.replacing(text, *pairs)
+    return new, [(start, end, len(typed)) for start, end, typed in edits]
+
+
 def test_a_broken_document_is_viewed_through_its_last_good_analysis() -> None:
     from wgc.lsp.document import Documents
 
@@ -186,8 +193,8 @@ def test_a_broken_document_is_viewed_through_its_last_good_analysis() -> None:
     view = docs.view("file:///t.walk")
     assert view is not None and not view.stale and view.index is docs.get("file:///t.walk").index  # type: ignore[union-attr]
 
-    broken = "# a\n# b\n" + BAGEL.replace("walk decode() {", "walk decode( {")
-    current = docs.update("file:///t.walk", broken, "t.walk")
+    broken, edits = replacing(BAGEL, ("", "# a\n# b\n"), ("walk decode() {", "walk decode( {"))
+    current = docs.update("file:///t.walk", broken, "t.walk", edits)
     assert current.program is None and current.index.occurrences == []  # the analysis itself: no index
     view = docs.view("file:///t.walk")
     assert view is not None and view.stale and view.text == broken and view.program is not None
@@ -198,8 +205,8 @@ def test_a_broken_document_is_viewed_through_its_last_good_analysis() -> None:
     assert docs.view("file:///t.walk") is view  # built once per text
     [walk] = view.index.definitions(("walk", "decode"))  # on the edited line, but the edit is past it
     assert (walk.span.line, walk.span.column) == (line_of(broken, "walk decode( {"), len("walk ") + 1)
-    typed = broken.replace("x = vit.encode(img)", "x = vit.encode(imgs")
-    docs.update("file:///t.walk", typed, "t.walk")
+    typed, edits = replacing(broken, ("x = vit.encode(img)", "x = vit.encode(imgs"))
+    docs.update("file:///t.walk", typed, "t.walk", edits)
     view = docs.view("file:///t.walk")
     assert view is not None and view.stale
     assert view.index.at(line_of(typed, "x = vit.encode(imgs"), len("    x = vit.encode(") + 1) is None
@@ -238,9 +245,10 @@ def test_a_value_whose_first_binding_was_edited_has_no_definition_to_give() -> N
 
     docs = Documents()
     docs.update("file:///t.walk", BAGEL, "t.walk")
-    broken = BAGEL.replace("    z = llm.init_latents(height, width, seed)", "    zz = llm.init_latents(height, width, seed").replace(
-        "walk decode() {", "walk decode( {")
-    docs.update("file:///t.walk", broken, "t.walk")
+    broken, edits = replacing(BAGEL, ("    z = llm.init_latents(height, width, seed)",
+                                      "    zz = llm.init_latents(height, width, seed"),
+                              ("walk decode() {", "walk decode( {"))
+    docs.update("file:///t.walk", broken, "t.walk", edits)
     view = docs.view("file:///t.walk")
     assert view is not None and view.stale
     z = ("value", "image_gen", "z")

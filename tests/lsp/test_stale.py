@@ -11,7 +11,15 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import ROOT, assert_param_hover, change_document, open_document, settle
+from tests.lsp.conftest import (
+    ROOT,
+    assert_param_hover,
+    change_document,
+    edit_document,
+    open_document,
+    replacing,
+    settle,
+)
 from tests.lsp.test_server import doc, position_of, row_of, uri_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -103,8 +111,10 @@ async def test_hover_on_a_param_still_shows_default_and_bounds(client: LanguageC
 
 async def test_nothing_answers_inside_the_edited_text(client: LanguageClient) -> None:
     uri, _ = await broken_document(client, "stale_edited.walk")
-    typing = BROKEN.replace("tok = llm.decode(tok, temperature, cache=main)", "tok = llm.dekode(tok, temperature, ca")
-    change_document(client, uri, 3, typing)
+    typing, edits = replacing(BROKEN, ("tok = llm.decode(tok,", "tok = llm.dekode(tok,"),
+                              ("temperature, cache=main)", "temperature, ca"))  # two places on one line
+    assert typing == BROKEN.replace("tok = llm.decode(tok, temperature, cache=main)", "tok = llm.dekode(tok, temperature, ca")
+    edit_document(client, uri, 3, edits)
     inside = position_of(typing, "llm.dekode(", "dekode")
     for character in (inside.character, inside.character + 3, inside.character + 6):
         at = types.Position(line=inside.line, character=character)

@@ -4,12 +4,13 @@ Analysis is the same parse and check `wgc check` runs, plus the symbol index and
 editor features read. It is computed eagerly on open and on every change (a model checks in
 milliseconds), so requests only read it. When the text does not parse its own index is empty, and
 hover, definition, references and the outline read the last analysis that parsed instead, its
-spans mapped through the edits made since (a `View`, built on the first such request).
+spans mapped through the edits the editor reported since (a `View`, built on the first such request).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from wgc.check import CheckResult, check_program
@@ -18,7 +19,7 @@ from wgc.diag.diagnostic import Diagnostic
 from wgc.lang import ast
 from wgc.lang.parser import ParseResult, parse
 from wgc.lsp.index import Index, Key, Occurrence, build_index
-from wgc.lsp.mapping import SpanMap
+from wgc.lsp.mapping import Block, Edit, SpanMap, replaced, through, unchanged
 from wgc.lsp.tokens import Tokens
 from wgc.lsp.values import value_types
 
@@ -98,9 +99,9 @@ def current_view(analysis: Analysis) -> View:
     return View(analysis.text, analysis.index, analysis.symbols, analysis.program, analysis.tokens)
 
 
-def mapped_view(good: Analysis, current: Analysis) -> View:
-    """`good`'s answers, placed in `current`'s text."""
-    spans = SpanMap(good.text, current.text, current.tokens)
+def mapped_view(good: Analysis, current: Analysis, blocks: list[Block]) -> View:
+    """`good`'s answers, placed in `current`'s text through `blocks` (the text the two share)."""
+    spans = SpanMap(good.text, current.text, blocks, current.tokens)
     occurrences = []
     bound: set[Key] = set()
     lost: set[Key] = set()
@@ -120,6 +121,7 @@ def mapped_view(good: Analysis, current: Analysis) -> View:
 class _Document:
     current: Analysis
     good: Analysis | None = None  # the last analysis whose text parsed (`current` itself while it parses)
+    shared: list[Block] = field(default_factory=list)  # good's text → current's: what no edit touched
     view: View | None = None  # built on first use, for `current`
 
 
@@ -129,17 +131,23 @@ class Documents:
     def __init__(self) -> None:
         self._docs: dict[str, _Document] = {}
 
-    def update(self, uri: str, text: str, file: str) -> Analysis:
+    def update(self, uri: str, text: str, file: str, edits: Sequence[Edit] | None = None) -> Analysis:
+        """Analyse `text`, the document's new text. `edits` (start, end, length of what was put there,
+        each in the text left by the ones before) say how the previous text became it; without them
+        the new text is taken as one replacement of all but the two texts' common start and end."""
         try:
             analysis = analyse(text, file)
         except Exception as err:  # a checker bug on odd input must not take the server down
             log.exception("analysing %s failed", file)
             analysis = failed_analysis(text, file, err)
         doc = self._docs.get(uri)
-        good = doc.good if doc is not None else None
-        if analysis.program is not None:
-            good = analysis
-        self._docs[uri] = _Document(analysis, good)
+        if analysis.program is not None or doc is None or doc.good is None:
+            good = analysis if analysis.program is not None else None
+            self._docs[uri] = _Document(analysis, good, unchanged(text))
+            return analysis
+        if edits is None:
+            edits = [replaced(doc.current.text, text)]
+        self._docs[uri] = _Document(analysis, doc.good, through(doc.shared, edits))
         return analysis
 
     def get(self, uri: str) -> Analysis | None:
@@ -155,7 +163,7 @@ class Documents:
             if doc.good is doc.current or doc.good is None:
                 doc.view = current_view(doc.current)
             else:
-                doc.view = mapped_view(doc.good, doc.current)
+                doc.view = mapped_view(doc.good, doc.current, doc.shared)
         return doc.view
 
     def close(self, uri: str) -> None:

@@ -1,7 +1,8 @@
 """The pygls wiring: which LSP message runs which feature, and the guard every handler runs under.
 
-Documents are analysed on open and on every change (full text sync) and their diagnostics
-published; requests read the latest analysis, except that while the text does not parse, hover,
+Documents are analysed on open and on every change (incremental sync: the client sends each
+edit's range and new text, which also tell the mapping below exactly what changed) and their
+diagnostics published; requests read the latest analysis, except that while the text does not parse, hover,
 definition, references and the outline read the last one that did, mapped onto the current text
 (document.View). A handler that fails, on any text, logs the error (stderr and window/logMessage)
 and answers empty: one bad document must never stop the server.
@@ -26,6 +27,7 @@ from wgc.lsp.diagnostics import to_lsp
 from wgc.lsp.document import Documents, View
 from wgc.lsp.hover import hover_text
 from wgc.lsp.index import Occurrence
+from wgc.lsp.mapping import Edit
 from wgc.lsp.positions import UTF16, LineTable
 from wgc.lsp.symbols import document_symbols
 
@@ -53,7 +55,7 @@ class WalkLanguageServer:
     """The features, over one pygls server and the open documents."""
 
     def __init__(self) -> None:
-        self.server = LanguageServer("wgc", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        self.server = LanguageServer("wgc", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.docs = Documents()
 
     # ---- plumbing ---------------------------------------------------------------------------
@@ -91,9 +93,9 @@ class WalkLanguageServer:
 
     # ---- document sync and diagnostics ---------------------------------------------------
 
-    def refresh(self, uri: str, version: int | None) -> None:
+    def refresh(self, uri: str, version: int | None, edits: list[Edit] | None = None) -> None:
         text = self.server.workspace.get_text_document(uri).source
-        analysis = self.docs.update(uri, text, to_fs_path(uri) or uri)
+        analysis = self.docs.update(uri, text, to_fs_path(uri) or uri, edits)
         diagnostics = to_lsp(analysis, self.lines(text), uri)
         self.server.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
@@ -102,7 +104,16 @@ class WalkLanguageServer:
         self.refresh(params.text_document.uri, params.text_document.version)
 
     def did_change(self, params: types.DidChangeTextDocumentParams) -> None:
-        self.refresh(params.text_document.uri, params.text_document.version)
+        uri = params.text_document.uri
+        before = self.docs.get(uri)
+        edits = None
+        if before is not None:
+            replayed = replay(before.text, params.content_changes, self.lines(before.text).encoding)
+            # pygls has applied the same changes to its copy; should the two ever disagree (a line
+            # break the two count differently), the new text is taken as one replacement.
+            if replayed is not None and replayed[0] == self.server.workspace.get_text_document(uri).source:
+                edits = replayed[1]
+        self.refresh(uri, params.text_document.version, edits)
 
     def did_close(self, params: types.DidCloseTextDocumentParams) -> None:
         self.docs.close(params.text_document.uri)
@@ -168,6 +179,22 @@ class WalkLanguageServer:
             return []
         whole = types.Range(start=types.Position(line=0, character=0), end=self.lines(analysis.text).end())
         return [types.TextEdit(range=whole, new_text=pretty)]
+
+
+def replay(text: str, changes: list[types.TextDocumentContentChangeEvent],
+           encoding: str) -> tuple[str, list[Edit]] | None:
+    """didChange's changes as offset edits, each in the text the ones before it left, and the text
+    they make; None if one of them sends the whole text (Documents then keeps the common ends)."""
+    edits: list[Edit] = []
+    for change in changes:
+        if not isinstance(change, types.TextDocumentContentChangePartial):
+            return None
+        lines = LineTable(text, encoding)
+        start = lines.offset(*lines.from_lsp(change.range.start))
+        end = max(start, lines.offset(*lines.from_lsp(change.range.end)))
+        edits.append((start, end, len(change.text)))
+        text = text[:start] + change.text + text[end:]
+    return text, edits
 
 
 def build_server() -> LanguageServer:
