@@ -1,4 +1,4 @@
-"""Images out: a model's image tensor as PNG bytes (stdlib zlib, no imaging library needed).
+"""Images out: a model's image tensor as PNG bytes (encoded by Pillow).
 
 An image payload is taken as uint8 pixels [H, W], [H, W, C] or [C, H, W] with C in 1, 3, 4
 (a leading batch dim of 1 is dropped); floating values in [0, 1] are scaled to 0..255, others
@@ -7,13 +7,13 @@ clipped. A plain number (fake components) becomes a uniform grey image of the re
 
 from __future__ import annotations
 
-import struct
-import zlib
+import io
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
-_COLOUR_TYPE = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> PNG colour type (grey, grey+alpha, RGB, RGBA)
+_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}  # channels -> Pillow mode (grey, grey+alpha, RGB, RGBA)
 
 
 def to_pixels(payload: Any, size: tuple[int, int]) -> np.ndarray:
@@ -31,9 +31,9 @@ def to_pixels(payload: Any, size: tuple[int, int]) -> np.ndarray:
         arr = arr[:, :, None]
     if arr.ndim != 3:
         raise ValueError(f"an image must be [H, W], [H, W, C] or [C, H, W], found shape {list(arr.shape)}")
-    if arr.shape[-1] not in _COLOUR_TYPE and arr.shape[0] in _COLOUR_TYPE:
+    if arr.shape[-1] not in _MODES and arr.shape[0] in _MODES:
         arr = np.transpose(arr, (1, 2, 0))  # [C, H, W] -> [H, W, C]
-    if arr.shape[-1] not in _COLOUR_TYPE:
+    if arr.shape[-1] not in _MODES:
         raise ValueError(f"an image needs 1, 2, 3 or 4 channels, found shape {list(arr.shape)}")
     if arr.dtype != np.uint8:
         scale = 255.0 if np.issubdtype(arr.dtype, np.floating) and float(np.nanmax(arr, initial=0)) <= 1.0 else 1.0
@@ -41,14 +41,9 @@ def to_pixels(payload: Any, size: tuple[int, int]) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-
 def encode_png(pixels: np.ndarray) -> bytes:
-    """uint8 [H, W, C] as a PNG file (8 bits per channel, no filtering, zlib level 6)."""
+    """uint8 [H, W, C] (C in 1..4, as `to_pixels` gives) as a PNG file, 8 bits per channel."""
     h, w, c = pixels.shape
-    rows = np.concatenate([np.zeros((h, 1), dtype=np.uint8), pixels.reshape(h, w * c)], axis=1)  # filter byte 0
-    header = struct.pack(">IIBBBBB", w, h, 8, _COLOUR_TYPE[c], 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 6))
-            + _chunk(b"IEND", b""))
+    out = io.BytesIO()
+    Image.frombytes(_MODES[c], (w, h), np.ascontiguousarray(pixels).tobytes()).save(out, format="PNG")
+    return out.getvalue()
