@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from wgc.runtime.http import chat, completions, generate, images, info, page, speech
+from wgc.runtime.http import chat, completions, generate, images, info, page, speech, world_model
 from wgc.runtime.http.errors import ApiError, error_body
 from wgc.runtime.http.frontdoor import FrontDoor
 from wgc.runtime.http.openapi import BINARY, ERRORS, NDJSON, SSE, customise, multipart_edit
@@ -79,6 +79,11 @@ def _routes(app: FastAPI, service: Service) -> None:
           response_model=ImagesResponse, summary="Images from a prompt (PNG, b64_json)")
     _post(app, service, "/v1/generate", "generate", generate.generate, m.generate, {200: NDJSON},
           summary="Native route: any walk, any modality, NDJSON events")
+    rollout, plan = world_model.request_models(service)
+    _post(app, service, "/v1/world_model/rollout", "world_model", world_model.rollout, rollout, {},
+          summary="World model: frames and actions in, predicted embeddings out")
+    _post(app, service, "/v1/world_model/plan", "world_model", world_model.plan, plan, {},
+          summary="World model: plan actions from frames to a goal image; the trajectory and its cost")
 
     async def image_edits(request: Request) -> Response:
         return await images.edits(service, request)

@@ -2,6 +2,7 @@
 
 Routes. A plan whose walks emit `text` serves chat and completions; `audio` with a text input serves speech;
 `image` with a text input serves image generation, and edits when it also takes an image;
+`rollout` and `plan` walks over a video input, emitting tensors, serve the world-model routes;
 `/v1/generate` serves every plan. A route a plan cannot serve answers 404 with the reason.
 
 Prompts. A plan whose flows iterate over `request.parts` takes the prompt as parts (text and
@@ -45,12 +46,13 @@ class Capabilities:
     emits: frozenset[str]
     emitters: dict[str, tuple[ComponentSpec, ...]]
     slot: PromptSlot
+    walks: frozenset[str] = frozenset()
 
     @staticmethod
     def of(plan: Plan) -> Capabilities:
         emitters = _emitters(plan)
         return Capabilities(plan.model, {p.name: p for p in plan.params}, frozenset(emitters), emitters,
-                            _slot(plan))
+                            _slot(plan), frozenset(w.name for w in plan.walks))
 
     def param(self, *names: str) -> ParamSpec | None:
         """The first of `names` the plan declares."""
@@ -66,6 +68,8 @@ class Capabilities:
             "images": [("image" in self.emits, "emits no image"), (text_in, "takes no text prompt")],
             "edits": [("image" in self.emits, "emits no image"), (text_in, "takes no text prompt"),
                       (self.slot.takes("image"), "takes no input image")],
+            "world_model": [({"rollout", "plan"} <= self.walks, "has no rollout and plan walks"),
+                            ("tensor" in self.emits, "emits no tensor"), (self.slot.takes("video"), "takes no video")],
         }.get(route, [])
         for ok, why in need:
             if not ok:
@@ -73,7 +77,8 @@ class Capabilities:
         return None
 
     def routes(self) -> dict[str, bool]:
-        return {r: self.unsupported(r) is None for r in ("chat", "completions", "speech", "images", "edits", "generate")}
+        return {r: self.unsupported(r) is None
+                for r in ("chat", "completions", "speech", "images", "edits", "world_model", "generate")}
 
 
 def _base(type_name: str) -> str:

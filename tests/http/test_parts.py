@@ -118,7 +118,7 @@ def test_no_pool_reported_keeps_the_max_batch_rule(tmp_path: Path) -> None:
     ("orpheus", {"speech", "generate"}),
     ("qwen3_omni", {"chat", "completions", "speech", "generate"}),
     ("pi05", {"generate"}),
-    ("vjepa2_ac", {"generate"}),
+    ("vjepa2_ac", {"world_model", "generate"}),
 ])
 def test_routes_follow_from_each_model_plan(tmp_path: Path, model: str, routes: set[str]) -> None:
     caps = Capabilities.of(load_plan(compile_plan(tmp_path, ROOT / "models" / f"{model}.walk"))[1])
