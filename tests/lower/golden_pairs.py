@@ -13,6 +13,8 @@ PAIRS: list[tuple[str, str]] = [
     ("bagel", "1xh100"),
     ("bagel", "3xh100"),
     ("bagel", "bagel-1xh200"),
+    ("llama", "cpu"),
+    ("llama", "llama-cpu"),
     ("orpheus", "cpu"),
     ("orpheus", "1xh100"),
     ("orpheus", "1xh200"),

@@ -28,12 +28,13 @@ SERVES: dict[str, tuple[str, ...]] = {
     "orpheus-cpu2.toml": ("orpheus",),
     "orpheus-cpu2-hosts.toml": ("orpheus",),
     "qwen3-omni-cpu2.toml": ("qwen3_omni",),
+    "llama-cpu.toml": ("llama",),
 }
 CASES = [(p, m) for p, models in SERVES.items() for m in models]
 
 
 def _programs(model: str) -> list[tuple[str, ast.Program]]:
-    out = [("stand-in", stand_in(model))]
+    out = [("stand-in", stand_in(model))] if model in STAND_INS else []  # llama has only its real program
     real = real_model(model)
     if real is not None:
         out.append(("models/", real))
