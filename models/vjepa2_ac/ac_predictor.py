@@ -36,7 +36,7 @@ from wgc.models.layers.init import init_random
 from wgc.models.vjepa2_ac.ac_net import ACPredictorNet
 from wgc.models.vjepa2_ac.blocks import normalize_reps
 from wgc.models.vjepa2_ac.config import ACTION_DIM, ACConfig
-from wgc.models.vjepa2_ac.rope import Rope3D
+from wgc.models.vjepa2_ac.rope import Rope3D, head_tables
 from wgc.models.vjepa2_ac.weights import KNOB, Checkpoint
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import Call, CallError
@@ -70,6 +70,7 @@ class ActionConditionedPredictor(KVComponent):
         geometry = Geometry(c.layers, c.heads, c.heads, c.head_dim, c.max_frames * c.block, self.dtype)
         self.kv = KVCacheEngine.for_spec(spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE)
         self.stats = {"forwards": 0, "frame_blocks": 0}
+        self._rope: dict[int, tuple[Tensor, Tensor]] = {}  # frame index -> its block's rotary tables
         self.source = f"{c.name} preset, random weights" if directory is None else str(directory)
         announce("vjepa2_ac", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._where())
 
@@ -93,13 +94,22 @@ class ActionConditionedPredictor(KVComponent):
         with self.kv.stepping(writes, "prefix", True) as prepared, torch.no_grad():
             frames = prepared.positions[::c.block].tolist()  # each item's frame index (a block is one position)
             rows = torch.cat([net.frame_rows(z[None].to(self.dtype), a[None], s[None]) for _, _, z, a, s in items])  # [n*block, hidden]
-            pos = torch.cat([net.positions(int(f), 1) for f in frames]).to(self.torch_device)  # [n*block, 3]
-            step = self.kv.step(prepared)
-            hidden = net.blocks(rows, Rope3D(pos, c.head_dim), step.attend)  # [n*block, hidden]
+            tables = [self._tables(int(f)) for f in frames]
+            rope = Rope3D(None, c.head_dim, (torch.cat([t[0] for t in tables]), torch.cat([t[1] for t in tables])),
+                          self.dtype)
+            hidden = net.blocks(rows, rope, self.kv.step(prepared).attend)  # [n*block, hidden]
             out = normalize_reps(net.readout(hidden)).float()  # [n, HW, D]
         self.stats["forwards"] += 1
         self.stats["frame_blocks"] += len(items)
         return list(out)
+
+    def _tables(self, frame: int) -> tuple[Tensor, Tensor]:
+        """The rotary tables of one frame block's rows (cos, sin [block, head_dim]), computed once per frame index."""
+        cached = self._rope.get(frame)
+        if cached is None:
+            pos = self.net.positions(frame, 1).to(self.torch_device)  # [block, 3]
+            cached = self._rope[frame] = head_tables(pos, self.config.head_dim)
+        return cached
 
     # ---- arguments ---------------------------------------------------------------------------
 

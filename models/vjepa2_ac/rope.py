@@ -34,19 +34,34 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos[:, None, :].to(x.dtype) + turned * sin[:, None, :].to(x.dtype)
 
 
-class Rope3D:
-    """The rotation of one step's rows: built once from their (frame, row, col) positions [N, 3],
-    applied to the queries and the keys of every layer."""
+def head_tables(positions: Tensor, head_dim: int) -> tuple[Tensor, Tensor]:
+    """cos and sin [N, head_dim] of rows at (frame, row, col) positions [N, 3]: each part's tiled tables
+    side by side, cos 1 and sin 0 over the unrotated tail. Every pair (2j, 2j+1) lies inside one part
+    (the parts are even-sized and start at even dims), so one rotation over the whole head applies all
+    three parts at once."""
+    part = 2 * ((head_dim // 3) // 2)
+    tables = [tiled_tables(positions[:, axis], part) for axis in range(3)]  # 3 x ([N, part], [N, part])
+    rest = head_dim - 3 * part
+    ones = torch.ones(positions.shape[0], rest, dtype=torch.float64, device=positions.device)
+    cos = torch.cat([t[0] for t in tables] + [ones], dim=1)  # [N, head_dim]
+    sin = torch.cat([t[1] for t in tables] + [ones * 0], dim=1)  # [N, head_dim]
+    return cos, sin
 
-    def __init__(self, positions: Tensor, head_dim: int) -> None:
-        self.part = part = 2 * ((head_dim // 3) // 2)
-        self.tables = [tiled_tables(positions[:, axis], part) for axis in range(3)]  # 3 x ([N, part], [N, part])
+
+class Rope3D:
+    """The rotation of one step's rows: its tables built once from their (frame, row, col) positions
+    [N, 3] (or given, [N, head_dim] each), applied to the queries and the keys of every layer."""
+
+    def __init__(self, positions: Tensor | None, head_dim: int, tables: tuple[Tensor, Tensor] | None = None,
+                 dtype: torch.dtype = torch.float32) -> None:
+        cos, sin = tables if tables is not None else head_tables(positions, head_dim)  # type: ignore[arg-type]
+        self.cos, self.sin = cos[:, None, :].to(dtype), sin[:, None, :].to(dtype)  # each [N, 1, head_dim]
 
     def __call__(self, x: Tensor) -> Tensor:
-        """x [N, heads, head_dim] -> the same, its three parts rotated."""
-        p = self.part
-        parts = [rotate(x[..., i * p:(i + 1) * p], cos, sin) for i, (cos, sin) in enumerate(self.tables)]
-        return torch.cat([*parts, x[..., 3 * p:]], dim=-1)
+        """x [..., N, heads, head_dim] -> the same, its three parts rotated."""
+        pairs = x.unflatten(-1, (-1, 2))  # [..., N, heads, head_dim / 2, 2]
+        turned = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)  # [..., N, heads, head_dim]
+        return x * self.cos.to(x.dtype) + turned * self.sin.to(x.dtype)
 
 
 def grid_positions(frames: int, grid_h: int, grid_w: int, first_frame: int = 0, scale: float = 1.0) -> Tensor:
