@@ -1,0 +1,65 @@
+"""Table (b): `wgc run llama.plan --serve` against `vllm serve` on the same checkpoint, one load
+generator through the OpenAI chat API at each concurrency (wgc then vLLM), greedy, 64 tokens each;
+and whether one greedy reply (not streamed) is the same text from both."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.peer.load import drive
+from bench.peer.servers import start_vllm, start_wgc
+from bench.peer.wgc_engine import wgc_env
+
+NEW = 64
+
+
+def bodies(model: str, count: int, seed: int, vllm: bool) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        words = " ".join("".join(rng.choice("abcdefghij") for _ in range(4)) for _ in range(6))
+        body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": words}], "stream": True,
+                                "max_tokens": NEW, "temperature": 0, "stream_options": {"include_usage": True}}
+        if vllm:
+            body["ignore_eos"] = True  # vLLM takes the tokenizer's eos_token as a stop; wgc's checkpoint has none
+        out.append(body)
+    return out
+
+
+def whole_text(url: str, vllm: bool) -> str:
+    """One greedy reply, not streamed: both servers answer the same text (streamed, vLLM holds back the
+    U+FFFD a random model's stray bytes decode to, where wgc shows each as a one-shot decode does)."""
+    body = {**bodies("llama", 1, 0, vllm)[0], "stream": False}
+    body.pop("stream_options")
+    return str(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120).json()["choices"][0]["message"]["content"])
+
+
+def serving_rows(name: str, directory: Path, plan: Path, python: str, out: Path, levels: list[int],
+                 requests_per_stream: int) -> list[dict[str, Any]]:
+    wgc = start_wgc(plan, wgc_env("WGC_LLAMA_DIR", directory), out / f"wgc-serve-{name}.log")
+    vllm = None
+    rows = []
+    try:
+        vllm = start_vllm(python, directory, "llama", out / f"vllm-serve-{name}.log")
+        for url, is_vllm in ((wgc.url, False), (vllm.url, True)):
+            drive("chat", url, bodies("llama", 4, 1, is_vllm), 2)  # warm-up
+        same = whole_text(wgc.url, False) == whole_text(vllm.url, True)
+        for c in levels:
+            count = max(8, c * requests_per_stream)
+            ours = drive("chat", wgc.url, bodies("llama", count, c, False), c)
+            theirs = drive("chat", vllm.url, bodies("llama", count, c, True), c)
+            rows.append({"model": name, "concurrency": c, "wgc": ours.summary(), "vllm": theirs.summary(),
+                         "same": same})
+            a, b = ours.summary(), theirs.summary()
+            print(f"serving {name} c={c}: wgc {a['req_s']:.2f} req/s (TTFT p99 {a['ttft_p99'] * 1e3:.0f} ms), "
+                  f"vLLM {b['req_s']:.2f} req/s (TTFT p99 {b['ttft_p99'] * 1e3:.0f} ms), same greedy reply: {same}",
+                  flush=True)
+    finally:
+        wgc.stop()
+        if vllm is not None:
+            vllm.stop()
+    return rows
