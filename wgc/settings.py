@@ -13,6 +13,9 @@
                          sizes its running slots from the KV pools (2048; a component's
                          max_seq_len caps it)
     WGC_ORPHEUS_DIR      local Hugging Face directory of Orpheus's language model (unset: tiny preset)
+    WGC_LLAMA_DIR        local Hugging Face directory of a Llama-architecture chat model for
+                         models/llama.walk (config.json, safetensors, tokenizer.json, tokenizer_config.json;
+                         unset: tiny preset)
     WGC_SNAC_DIR         local directory of SNAC 24 kHz (unset: tiny random SNAC)
     WGC_API_KEY          the Bearer key of `wgc run --serve` when neither --api-key-file nor --api-key
                          is given (unset or empty: none); kept out of the workers' environment
