@@ -100,6 +100,8 @@ class Metrics:
         self.queued = Gauge("wgc_queue_depth", "requests waiting for a slot", registry=r)
         self.in_flight = Gauge("wgc_runtime_requests_in_flight", "requests the coordinator tracks", registry=r)
         self.rejected = Counter("wgc_admission_rejected", "requests refused with 429", registry=r)
+        self.cancelled = Counter("wgc_requests_cancelled", "runtime requests the HTTP layer cancelled before "
+                                 "they ended (the client left, a timeout, a stop string)", registry=r)
         self.ranks = RankCollector()
         r.register(self.ranks)  # type: ignore[arg-type]
 

@@ -69,6 +69,7 @@ class Running:
         waits for the ranks to confirm."""
         if self.handle.final is None and self._cancel is None:
             self._closing = True
+            self.metrics.cancelled.inc()
             self._cancel = asyncio.ensure_future(self.handle.cancel(timeout=_CANCEL_ACK_TIMEOUT))
 
     async def close(self) -> None:

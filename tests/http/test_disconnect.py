@@ -73,8 +73,16 @@ def settled(server: Server, baseline: dict[str, int]) -> dict[str, int]:
     return now
 
 
+def cancelled(server: Server) -> float:
+    """Requests the server has cancelled before their end (its /metrics)."""
+    for line in httpx.get(f"{server.url}/metrics").text.splitlines():
+        if line.startswith("wgc_requests_cancelled_total "):
+            return float(line.split()[1])
+    raise AssertionError("no wgc_requests_cancelled_total in /metrics")
+
+
 def test_disconnected_streams_free_everything_on_every_rank(toy: Server, headers: dict[str, str]) -> None:
-    baseline = counters(toy)
+    baseline, cancelled_before = counters(toy), cancelled(toy)
     results = burst(toy, headers)
     assert sum(dropped for dropped, _ in results) == N // 4 * 2
     for i, (dropped, got) in enumerate(results):
@@ -87,20 +95,40 @@ def test_disconnected_streams_free_everything_on_every_rank(toy: Server, headers
     assert settled(toy, baseline) == baseline
     metrics = httpx.get(f"{toy.url}/metrics").text
     assert "wgc_requests_running 0.0" in metrics and "wgc_queue_depth 0.0" in metrics
+    # Freed because each dropped request was cancelled, not because it ran to its end (a dropped one
+    # has over a second of decoding left when its client leaves: it cannot end first).
+    assert cancelled(toy) - cancelled_before == N // 4 * 2
+
+
+def answered(server: Server, route: str) -> dict[str, float]:
+    """How many requests to `route` the server has answered, by status (its /metrics)."""
+    out: dict[str, float] = {}
+    for line in httpx.get(f"{server.url}/metrics").text.splitlines():
+        if line.startswith("wgc_http_requests_total{") and f'route="{route}"' in line:
+            status = line.split('status="', 1)[1].split('"', 1)[0]
+            out[status] = float(line.rsplit(" ", 1)[1])
+    return out
 
 
 def test_a_client_that_gives_up_on_a_whole_answer_has_its_request_cancelled(toy: Server,
                                                                            headers: dict[str, str]) -> None:
-    baseline = counters(toy)
+    route = "/v1/chat/completions"
+    baseline, before, cancelled_before = counters(toy), answered(toy, route), cancelled(toy)
+    runs_before = health(toy)["ranks"][0]["counters"]["runs"]
     slow = {"model": "toy", "messages": [{"role": "user", "content": "long " * 40}],
-            "params": {"delay_ms": 20, "max_tokens": LONG_STEPS}}
+            "params": {"delay_ms": 20, "max_tokens": LONG_STEPS}}  # 128 decode steps of 20 ms each
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{toy.url}/v1/chat/completions", headers=headers, json=slow, timeout=0.5)
-    deadline = time.monotonic() + 3
-    while httpx.get(f"{toy.url}/health").json()["requests_in_flight"] and time.monotonic() < deadline:
+        httpx.post(f"{toy.url}{route}", headers=headers, json=slow, timeout=0.5)
+    # However long the run takes, the server answers the request once, when it ends (hang guard: 15 s).
+    deadline = time.monotonic() + 15
+    while (now := answered(toy, route)) == before and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert httpx.get(f"{toy.url}/health").json()["requests_in_flight"] == 0  # cancelled, long before its end
+    # Ended because the client left (499, the route's work cancelled), not by running to its end (200).
+    assert {k: v - before.get(k, 0) for k, v in now.items() if v != before.get(k, 0)} == {"499": 1.0}
     assert settled(toy, baseline) == baseline
+    assert cancelled(toy) - cancelled_before == 1
+    # And the ranks stopped: a run to the end takes a prefill, a first token and LONG_STEPS decodes.
+    assert health(toy)["ranks"][0]["counters"]["runs"] - runs_before < LONG_STEPS
 
 
 def test_a_disconnect_stops_the_work_on_the_ranks(toy: Server, headers: dict[str, str]) -> None:
