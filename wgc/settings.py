@@ -26,6 +26,9 @@
     WGC_QWEN3_OMNI_DIR   local Qwen3-Omni-30B-A3B-Instruct directory (config.json, the safetensors shards
                          with model.safetensors.index.json, tokenizer.json, preprocessor_config.json)
                          for every Qwen3-Omni component (unset: tiny presets)
+    WGC_VJEPA2_DIR       local V-JEPA 2-AC directory (config.json and model.safetensors of
+                         facebook/vjepa2-vitg-fpc64-256, ac_predictor.safetensors and .json from `wgc convert
+                         vjepa2-ac`) for the encoder, masked predictor and AC predictor (unset: tiny presets)
 """
 
 from __future__ import annotations
