@@ -171,8 +171,9 @@ async def rollout(service: Service, request: Request, body: Any) -> Response:
     out = await _outputs(service, request, body, fields)
     import torch
 
-    frames = out[0] if out else []
-    embeddings = torch.stack([torch.as_tensor(f).float() for f in frames]) if len(frames) else torch.zeros(0)
+    frames = out[0] if out else []  # the accumulated frames: one [tokens, dim] a step
+    embeddings = torch.stack([torch.as_tensor(f).float() for f in frames]) if isinstance(frames, list) and frames \
+        else torch.as_tensor(frames).float()
     return json_response({"object": "world_model.rollout", "model": service.plan.model,
                           "horizon": int(fields["params"]["horizon"]),
                           "embeddings": {"shape": list(embeddings.shape), "dtype": "float32",
@@ -185,8 +186,11 @@ async def plan(service: Service, request: Request, body: Any) -> Response:
     out = await _outputs(service, request, body, fields)
     import torch
 
-    actions = torch.as_tensor(out[0]).float().reshape(-1, ACTION_DIM) if out else torch.zeros(0, ACTION_DIM)
-    cost = float(torch.as_tensor(out[1]).float().reshape(-1)[0]) if len(out) > 1 else None
+    # the walk emits [1, horizon, 7] and [1]; other shapes (fake components' mock numbers) pass as they are
+    actions = torch.as_tensor(out[0]).float() if out else torch.zeros(0, ACTION_DIM)
+    actions = actions[0] if actions.dim() == 3 else actions
+    costs = torch.as_tensor(out[1]).float().reshape(-1) if len(out) > 1 else torch.zeros(0)
     return json_response({"object": "world_model.plan", "model": service.plan.model,
-                          "horizon": int(actions.shape[0]), "metric": fields["params"].get("metric"),
-                          "actions": actions.tolist(), "cost": cost})
+                          "horizon": int(actions.shape[0]) if actions.dim() else 1,
+                          "metric": fields["params"].get("metric"), "actions": actions.tolist(),
+                          "cost": float(costs[0]) if costs.numel() else None})

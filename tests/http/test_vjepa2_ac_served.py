@@ -112,3 +112,18 @@ def test_bad_inputs_are_4xx_naming_the_field(server: Server, path: str, change: 
     error = r.json()["error"]
     assert error["param"] == field, error
     assert "Traceback" not in server.errors()
+
+
+def test_fake_components_answer_both_routes(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`--fake` answers with mock numbers of the declared types: the routes pass them on, never a 500."""
+    plan = compile_plan(tmp_path_factory.mktemp("vjepa2_ac_fake"), ROOT / "models" / "vjepa2_ac.walk")
+    fake = Server(plan, "--fake", "--api-key", API_KEY)
+    try:
+        assert post(fake, "/v1/world_model/rollout", rollout_body()).status_code == 200
+        r = post(fake, "/v1/world_model/plan", {"frames": [png(64, 64, 0)], "goal": png(64, 64, 1), "state": [0.0] * 7})
+        assert r.status_code == 200, r.text
+        spec = httpx.get(f"{fake.url}/openapi.json").json()
+        assert {"/v1/world_model/rollout", "/v1/world_model/plan"} <= set(spec["paths"])
+    finally:
+        fake.stop()
+    assert "Traceback" not in fake.errors()
