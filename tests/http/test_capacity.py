@@ -46,19 +46,35 @@ def test_a_burst_beyond_capacity_gets_429_with_retry_after(small: Server) -> Non
                                   "detail": "--max-running / --max-queued"}  # the flags win over the KV pool
 
 
-def test_a_request_timeout_cancels_the_request(small: Server) -> None:
-    long = {**SLOW, "messages": [{"role": "user", "content": "slow " * 40}], "max_tokens": 200, "timeout": 1}
-    # the client's own 3 s bound: the request's 1 s timeout must end it well before (a hang guard)
-    r = httpx.post(f"{small.url}/v1/chat/completions", timeout=3, json=long)
-    assert r.status_code == 504 and r.json()["error"]["code"] == "request_timeout"
+def _settled_health(server: Server) -> dict:
+    """/health once every rank answers and holds no instance (hang guard: 10 s)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        body = httpx.get(f"{small.url}/health").json()
+        body = httpx.get(f"{server.url}/health").json()
         if body["status"] == "ok" and body["ranks"][0]["counters"]["instances"] == 0:
             break
         time.sleep(0.05)
+    return body
+
+
+def _cancelled(server: Server) -> float:
+    (line,) = [ln for ln in httpx.get(f"{server.url}/metrics").text.splitlines()
+               if ln.startswith("wgc_requests_cancelled_total ")]
+    return float(line.split()[1])
+
+
+def test_a_request_timeout_cancels_the_request(small: Server) -> None:
+    steps = 200  # decode steps of 20 ms each (the reply is longer): about 4 s to run to the end
+    long = {**SLOW, "messages": [{"role": "user", "content": "slow " * 40}], "max_tokens": steps, "timeout": 1}
+    runs_before, cancelled_before = _settled_health(small)["ranks"][0]["counters"]["runs"], _cancelled(small)
+    r = httpx.post(f"{small.url}/v1/chat/completions", timeout=60, json=long)  # 60 s: only a hang guard
+    assert r.status_code == 504 and r.json()["error"]["code"] == "request_timeout"
+    body = _settled_health(small)
     counters = body["ranks"][0]["counters"]
     assert body["requests_in_flight"] == 0 and counters["instances"] == 0 and counters["llm.kv_pages_used"] == 0
+    # Cancelled on the rank when its timeout passed, not answered 504 after running to its end.
+    assert counters["runs"] - runs_before < steps
+    assert _cancelled(small) - cancelled_before == 1
 
 
 def test_health_turns_503_naming_the_rank_when_a_worker_is_killed(small: Server) -> None:
