@@ -26,6 +26,7 @@ numbers (`demands`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ from wgc.runtime.worker.scheduler import Demand
 from wgc.plan.model import ComponentSpec
 
 DEFAULT_PAGE_SIZE = 16
+WARM_UP = -1  # the request id of the start-up warm-up (runtime request ids are never negative)
 Item = tuple[int, str, Tensor, Tensor, Tensor]  # (request, label, frame [HW, D], action [7], state [7])
 
 
@@ -83,6 +85,17 @@ class ActionConditionedPredictor(KVComponent):
 
     def _where(self) -> str:
         return f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
+
+    def warm_up(self, progress: Callable[[str], None]) -> None:
+        """One step and two 2-step candidates on a request of its own (released), so that no request
+        pays the first call's kernel builds; the counters count requests' blocks only."""
+        c = self.config
+        z, a = torch.zeros(c.tokens_per_frame, c.embed), torch.zeros(ACTION_DIM)
+        self.step([Call(WARM_UP, "", (z, a, a))])
+        self.candidates([Call(WARM_UP, "", (z, torch.zeros(2, 2, ACTION_DIM), torch.zeros(2, 2, ACTION_DIM)))])
+        self.release(WARM_UP)
+        self.stats = dict.fromkeys(self.stats, 0)
+        progress("ran one step and two candidates")
 
     # ---- one engine step: one frame block per item ------------------------------------------
 

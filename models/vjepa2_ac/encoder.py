@@ -16,6 +16,7 @@ Weights: a directory (`weights=`, else WGC_VJEPA2_DIR: weights.py), else the tin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,14 @@ class Encoder(_Vit):
         if error:
             raise CallError(call.request, f"{self.spec.name}: `{name}`: {error}")
         return prepare(x, self.config.crop).to(self.torch_device, self.dtype)  # [T, 3, crop, crop]
+
+    def warm_up(self, progress: Callable[[str], None]) -> None:
+        """Encode a grey frame alone and a grey two-frame clip (the kernels are built per shape)."""
+        grey = torch.full((2, self.config.crop, self.config.crop, 3), 128, dtype=torch.uint8)
+        self.frames([Call(0, "", (grey[:1],))])
+        self.encode([Call(0, "", (grey,))])
+        self.calls = 0
+        progress("encoded a frame and a two-frame clip")
 
     def encode(self, calls: list[Call]) -> list[Any]:
         out = []
