@@ -93,7 +93,17 @@ def test_candidates_equal_a_loop_of_single_rollouts_and_free_their_labels() -> N
     assert torch.equal(last, clip[c.tokens_per_frame:])
     used = ac.kv.pages.used_pages
     actions, states = randn(4, 3, 7, seed=24), randn(4, 3, 7, seed=25)
+    shared, advance = [], ac.advance
+
+    def spy(items):
+        shared.append(ac.kv.pages.counters()["kv_pages_shared"])
+        return advance(items)
+
+    ac.advance = spy
     (finals,) = ac.candidates([call(1, last, actions, states)])
+    # the history's 18 tokens fill one page of 16 and start a second: both shared by the 4 forks, then
+    # the first step copies the partial page per candidate and the full one stays shared
+    assert shared == [2, 1, 1]
     assert finals.shape == (4, c.tokens_per_frame, c.embed)
     assert ac.kv.pages.used_pages == used and ac.kv.pages.counters()["kv_forks"] == 4  # every fork dropped
     assert ac.kv.length(1, ac.default_label()) == c.block  # the context label is as it was
