@@ -61,7 +61,9 @@ def test_a_child_can_fix_a_base_value(tmp_path: Path) -> None:
     write(tmp_path, "base.toml", BASE.replace("snac = 1", "snac = 5"))
     child = write(tmp_path, "child.toml", 'extends = "base.toml"\n[components]\nsnac = 1\n')
     loaded, diags = load_placement(child, stand_in("orpheus"))
-    assert loaded is not None, rendered(diags)
+    assert loaded is not None and not diags, rendered(diags)
+    assert loaded.component("snac").ranks == (1,)  # type: ignore[union-attr]  # the child's value, not 5
+    assert loaded.cluster.ranks == 2  # the rest still from the base
 
 
 def test_self_extension_is_a_cycle(tmp_path: Path) -> None:
@@ -85,7 +87,9 @@ def test_a_diamond_is_not_a_cycle(tmp_path: Path) -> None:
     write(tmp_path, "left.toml", 'extends = "base.toml"\n')
     top = write(tmp_path, "top.toml", 'extends = "left.toml"\n')
     loaded, diags = load_placement(top, stand_in("orpheus"))
-    assert loaded is not None, rendered(diags)
+    assert loaded is not None and not diags, rendered(diags)
+    assert [Path(s).name for s in loaded.sources] == ["base.toml", "left.toml", "top.toml"]
+    assert loaded.cluster.ranks == 2 and loaded.component("snac").ranks == (1,)  # type: ignore[union-attr]
 
 
 def test_too_deep_chain(tmp_path: Path) -> None:
