@@ -9,6 +9,7 @@ import pytest
 from tests.lower.golden_pairs import ROOT
 from wgc.check import check_source
 from wgc.compile import compile_program
+from wgc.lang import ast
 from wgc.lower.pipeline import PASSES, lower
 from wgc.placement.load import load_placement
 from wgc.plan import model as m
@@ -184,14 +185,45 @@ def test_cuda_placement_gets_capture_specs_and_cpu_none() -> None:
     assert not cpu.captures
 
 
-@pytest.mark.parametrize("model", ["bagel", "orpheus", "pi05", "qwen3_omni", "vjepa2_ac"])
-def test_every_instruction_keeps_a_source_position(model: str) -> None:
-    plan = compile_shipped(model, "cpu")
-    lines = (ROOT / "models" / f"{model}.walk").read_text().count("\n") + 1
+# What the source text at an instruction's position starts with, by instruction kind.
+_SOURCE_STARTS = {m.Loop: "loop", m.EndLoop: "loop", m.Emit: "emit", m.Push: "send", m.Pop: "recv", m.Fork: "fork"}
+
+
+def _source_at(lines: list[str], src: m.Src) -> str:
+    if src.line == src.end_line:
+        return lines[src.line - 1][src.column - 1:src.end_column - 1]
+    return "\n".join([lines[src.line - 1][src.column - 1:], *lines[src.line:src.end_line - 1],
+                      lines[src.end_line - 1][:src.end_column - 1]])
+
+
+@pytest.mark.parametrize(("model", "placement"), [("bagel", "cpu"), ("bagel", "cpu3"), ("orpheus", "cpu"),
+                                                  ("orpheus", "orpheus-pd"), ("pi05", "cpu"),
+                                                  ("qwen3_omni", "cpu"), ("vjepa2_ac", "cpu")])
+def test_every_instruction_points_at_the_source_it_came_from(model: str, placement: str) -> None:
+    plan = compile_shipped(model, placement)
+    text = (ROOT / "models" / f"{model}.walk").read_text()
+    lines = text.split("\n")
+    program = check_source(text, f"{model}.walk").program
+    assert program is not None
+    walks = {d.name: d.span for d in program.decls if isinstance(d, ast.Walk)}
+    checked: set[str] = set()
     for rank in plan.ranks:
         for ws in rank.schedules:
+            walk = walks[ws.walk]
+            inside = ((walk.line, walk.column), (walk.end_line, walk.end_column))
             for ins in ws.instructions:
-                assert 1 <= ins.src.line <= lines
+                where = ((ins.src.line, ins.src.column), (ins.src.end_line, ins.src.end_column))
+                assert inside[0] <= where[0] <= where[1] <= inside[1], (ws.walk, ins)  # within its walk
+                text = _source_at(lines, ins.src)
+                assert text.strip(), (ws.walk, ins)
+                if isinstance(ins, m.Next):
+                    assert where == inside, (ws.walk, ins)  # the walk's whole declaration
+                elif isinstance(ins, m.Run):
+                    assert text.startswith(f"{ins.component}.{ins.entry}("), (ws.walk, ins, text)
+                elif type(ins) in _SOURCE_STARTS:
+                    assert text.startswith(_SOURCE_STARTS[type(ins)]), (ws.walk, ins, text)
+                checked.add(type(ins).__name__)
+    assert {"Run", "Next", "Free"} <= checked
 
 
 ZERO_TRIP = """
