@@ -78,7 +78,8 @@ def main() -> int:
     models = args.models.split(",")
     if args.quick:
         args.batches, args.streams, args.orpheus_concurrency, args.repeats = "1,8", "1,4", "1,4", 1
-    print(f"wgc at commit {git_commit()} against vLLM {version}", flush=True)
+    commit = git_commit()  # at the start: others may commit while it runs
+    print(f"wgc at commit {commit} against vLLM {version}", flush=True)
     results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="peer-vllm-") as tmp:
         work = Path(tmp)
@@ -105,7 +106,7 @@ def main() -> int:
                                               args.vllm_python, OUT, ints(args.orpheus_concurrency),
                                               args.orpheus_tokens)
     sizes = ", ".join(f"{m} = {parameters(SHAPES[m]):,} parameters" for m in models)
-    text = [f"wgc {git_commit()} vs vLLM {version}; {sizes}"]
+    text = [f"wgc {commit} vs vLLM {version}; {sizes}"]
     for key, table in (("engine", report.engine_table), ("serving", report.serving_table),
                        ("orpheus", report.orpheus_table)):
         if results.get(key):

@@ -1,6 +1,6 @@
 """Table (b): `wgc run llama.plan --serve` against `vllm serve` on the same checkpoint, one load
 generator through the OpenAI chat API at each concurrency (wgc then vLLM), greedy, 64 tokens each;
-and whether one greedy reply (not streamed) is the same text from both."""
+and whether one greedy reply (not streamed) is the same from both."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from wgc.models.llama.config import LlamaChatConfig
+from wgc.models.llama.tokenizer import ChatTokenizer, load_chat_tokenizer
 
 from bench.peer.load import drive
 from bench.peer.servers import start_vllm, start_wgc
@@ -30,12 +32,18 @@ def bodies(model: str, count: int, seed: int, vllm: bool) -> list[dict[str, Any]
     return out
 
 
-def whole_text(url: str, vllm: bool) -> str:
-    """One greedy reply, not streamed: both servers answer the same text (streamed, vLLM holds back the
-    U+FFFD a random model's stray bytes decode to, where wgc shows each as a one-shot decode does)."""
+def whole_reply(url: str, vllm: bool, tokenizer: ChatTokenizer) -> str:
+    """One greedy reply, not streamed. vLLM's is its token ids (`return_token_ids`) decoded by wgc's
+    tokenizer: its own detokenizer drops the trailing U+FFFD a random model's stray bytes decode to,
+    which wgc shows as a one-shot decode does, so equal tokens would show as different text."""
     body = {**bodies("llama", 1, 0, vllm)[0], "stream": False}
     body.pop("stream_options")
-    return str(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120).json()["choices"][0]["message"]["content"])
+    if vllm:
+        body["return_token_ids"] = True
+    choice = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120).json()["choices"][0]
+    if vllm:
+        return tokenizer.decode(choice["token_ids"]).decode("utf-8", errors="replace")
+    return str(choice["message"]["content"])
 
 
 def serving_rows(name: str, directory: Path, plan: Path, python: str, out: Path, levels: list[int],
@@ -47,7 +55,8 @@ def serving_rows(name: str, directory: Path, plan: Path, python: str, out: Path,
         vllm = start_vllm(python, directory, "llama", out / f"vllm-serve-{name}.log")
         for url, is_vllm in ((wgc.url, False), (vllm.url, True)):
             drive("chat", url, bodies("llama", 4, 1, is_vllm), 2)  # warm-up
-        same = whole_text(wgc.url, False) == whole_text(vllm.url, True)
+        tokenizer = load_chat_tokenizer(directory, LlamaChatConfig.from_directory(directory))
+        same = whole_reply(wgc.url, False, tokenizer) == whole_reply(vllm.url, True, tokenizer)
         for c in levels:
             count = max(8, c * requests_per_stream)
             ours = drive("chat", wgc.url, bodies("llama", count, c, False), c)

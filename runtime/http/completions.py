@@ -1,13 +1,14 @@
 """POST /v1/completions: OpenAI's text completions (no chat template), whole or streamed as SSE chunks.
 
-The prompt is one string or one list of token ids (a batch of prompts is refused by validation,
-naming `prompt`). A string is tokenized with the tokenizer's `encode_prompt` when it has one (the
-specials its post-processor adds, such as BOS, as vLLM's completions do), else `encode`; the ids go
-to the plan's first `tokens` input, or the string to its first `text` input. Each of the n choices
-is one runtime request; text comes out through TextChoice (UTF-8-safe deltas, stop strings, exact
-token counts) exactly as in chat, with finish_reason "stop" or "length". The fields are chat's
-where OpenAI shares them; `echo`, `logprobs`, `suffix` and `best_of` are not offered (400
-unsupported_parameter naming the field).
+The prompt is one string, or one list of token ids where the plan's prompt input is `tokens` (the
+request model says which; a batch of prompts is refused by validation, naming `prompt`). A string
+is tokenized with the tokenizer's `encode_prompt` when it has one (the specials its post-processor
+adds, such as BOS, as vLLM's completions do), else `encode`; the ids go to the plan's first `tokens`
+input, or the string to its first `text` input or a text part. Each of the n choices is one runtime
+request; text comes out through TextChoice (UTF-8-safe deltas, stop strings, exact token counts)
+exactly as in chat, with finish_reason "stop" or "length". The fields are chat's where OpenAI
+shares them; `echo`, `logprobs`, `suffix` and `best_of` are not offered (400 unsupported_parameter
+naming the field).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from wgc.runtime.http.streaming import SSE_DONE, guarded, json_response, merged,
 
 _OPENAI_BOUNDS = {"temperature": (0, 2), "top_p": (0, 1), "frequency_penalty": (-2, 2),
                   "presence_penalty": (-2, 2), "seed": (None, None)}
-Prompt = StrictStr | Annotated[list[Annotated[StrictInt, Field(ge=0)]], Field(min_length=1)]
+TokenIds = Annotated[list[Annotated[StrictInt, Field(ge=0)]], Field(min_length=1)]
 
 
 class CompletionChoice(BaseModel):
@@ -59,7 +60,7 @@ def request_model(service: Service) -> type[BaseModel]:
     name = "".join(part.capitalize() for part in caps.model.split("_"))
     fields: dict[str, Any] = {
         "model": (str, Field(..., examples=[caps.model], description=f"`{caps.model}`, the model served here")),
-        "prompt": (Prompt, Field(..., description="one prompt: text, or token ids")),
+        "prompt": _prompt_field(service),
         "stream": (StrictBool, False),
         "stream_options": (StreamOptions | None, None),
         "n": (_bounded_n(service.max_choices), 1),
@@ -76,6 +77,16 @@ def request_model(service: Service) -> type[BaseModel]:
         if p is not None and p.type in ("int", "float"):
             fields[field] = _optional(p, *_OPENAI_BOUNDS[field])
     return create_model(f"{name}CompletionRequest", __base__=Strict, **fields)
+
+
+def _prompt_field(service: Service) -> tuple[Any, Any]:
+    """One prompt: text, or token ids too when the plan's prompt input is `tokens`."""
+    slot = service.caps.slot
+    ids = not slot.via_parts and next((ty.split("[", 1)[0] for _, ty in slot.inputs
+                                       if ty.split("[", 1)[0] in TEXT_TYPES), "") == "tokens"
+    if ids:
+        return StrictStr | TokenIds, Field(..., description="one prompt: text, or token ids")
+    return StrictStr, Field(..., description="one prompt (text)")
 
 
 class CompletionRun:
