@@ -24,8 +24,8 @@ from wgc.runtime.coordinator.core import CoordinatorCore, Event
 from wgc.runtime.coordinator.request import RequestSpec
 from wgc.runtime.engines.capture_report import EntryCapture
 from wgc.runtime.fake import FakeComponent
-from wgc.runtime.messages import Message
-from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
+from wgc.runtime.messages import COORDINATOR, Message
+from wgc.runtime.worker.executor import Executor, Options
 from wgc.runtime.worker.startup import start_rank
 
 from wgc.plan.model import ComponentSpec, Plan

@@ -6,7 +6,8 @@ tensors; `runtime/codec.py` moves tensors as separate zero-copy frames.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import Any, get_args
 
 from msgspec import Struct
 from wgc.runtime.engines.capture_report import EntryCapture
@@ -127,6 +128,15 @@ class Cancel(Struct, tag="cancel", frozen=True):
     reason: str
 
 
+class TpBatch(Struct, tag="tp_batch", frozen=True):
+    """A TP copy's leader ran (is about to run) this batch: its followers run the same one, these
+    (request, instance) lanes in this order (runtime/worker/tp_agree.py)."""
+
+    component: str
+    entry: str
+    instances: list[list[Any]]  # [request, instance key] per lane
+
+
 class Shutdown(Struct, tag="shutdown", frozen=True):
     pass
 
@@ -211,7 +221,20 @@ class Ready(Struct, tag="ready", frozen=True):
 
 
 ToWorker = (RequestInit | StartWalk | Data | KvData | StreamItems | StreamCredit | FlowEnded | ConsumersEnded
-            | Cancel | Shutdown
+            | Cancel | TpBatch | Shutdown
             | HealthQuery)
 ToCoordinator = Output | FlowDone | StreamDone | Drained | Failed | CancelAck | Health | Progress | Ready
 Message = ToWorker | ToCoordinator
+
+COORDINATOR = -1  # the coordinator's address, beside the ranks 0, 1, ... (a `send` destination)
+
+
+def check_handlers(handlers: Mapping[type, object], messages: object, elsewhere: Collection[type], owner: str) -> None:
+    """At import of a dispatcher: each type of the union `messages` has a handler in `handlers` or is
+    one the caller hands on (`elsewhere`), and no handler is for a type the union does not hold."""
+    expected = set(get_args(messages)) - set(elsewhere)
+    missing = sorted(t.__name__ for t in expected - set(handlers))
+    extra = sorted(t.__name__ for t in set(handlers) - expected)
+    if missing or extra:
+        raise TypeError(f"{owner}: no handler for {', '.join(missing) or '-'}; "
+                        f"handlers for messages it is never sent: {', '.join(extra) or '-'}")

@@ -28,6 +28,7 @@ from typing import Any
 
 from wgc.runtime.component import Component
 from wgc.runtime.messages import (
+    COORDINATOR,
     Cancel,
     CancelAck,
     ConsumersEnded,
@@ -41,9 +42,13 @@ from wgc.runtime.messages import (
     KvData,
     Message,
     RequestInit,
+    Shutdown,
     StartWalk,
     StreamCredit,
     StreamItems,
+    ToWorker,
+    TpBatch,
+    check_handlers,
 )
 from wgc.runtime.worker.batching import Batcher
 from wgc.runtime.worker.context import RankPlan
@@ -51,10 +56,10 @@ from wgc.runtime.worker.instance import Instance
 from wgc.runtime.worker.interpret import Interpreter, StepError
 from wgc.runtime.worker.lockstep import Lockstep
 from wgc.runtime.worker.request_state import RequestState
+from wgc.runtime.worker.tp_agree import TpAgreement
 
 from wgc.plan.model import Plan, Run
 
-COORDINATOR = -1
 DEAD_REMEMBERED = 100_000  # ended requests whose stray messages are recognised and dropped
 Send = Callable[[int, Message], None]
 
@@ -84,6 +89,7 @@ class Executor:
         self.failures = 0  # requests failed here so far (a batch checks whether one of its own did)
         self.batcher = Batcher(self)
         self.lockstep = Lockstep(ws.instructions for ws in self.rp.code.values())  # iterations in step (lockstep.py)
+        self.tp = TpAgreement(plan, rank)  # a TP copy's ranks run the same batches (tp_agree.py)
         self.stats = {"runs": 0, "batched_calls": 0, "messages_in": 0, "messages_out": 0}
         # Per component entry: batched calls, items in them, microseconds spent inside the component.
         self.entry_stats: dict[tuple[str, str], list[int]] = {}
@@ -95,10 +101,10 @@ class Executor:
         request = getattr(msg, "request", None)
         if request is not None and request in self.dead:
             return
-        handler = getattr(self, "_on_" + type(msg).__name__.lower(), None)
+        handler = HANDLERS.get(type(msg))
         if handler is None:
             raise ValueError(f"rank {self.rank} cannot handle {type(msg).__name__}")
-        handler(msg)
+        handler(self, msg)
 
     def state(self, request: int) -> RequestState:
         """The request's state here, made by its first message (normally its RequestInit)."""
@@ -137,7 +143,7 @@ class Executor:
         end.in_flight = max(0, end.in_flight - msg.n)
         for inst in state.instances.values():
             if inst.waiting == ("credit", msg.stream):
-                self._make_ready(inst)
+                self.make_ready(inst)
 
     def _on_flowended(self, msg: FlowEnded) -> None:
         state = self.state(msg.request)
@@ -154,6 +160,9 @@ class Executor:
         if msg.reason != "done":
             self.send(COORDINATOR, CancelAck(msg.request, self.rank))
 
+    def _on_tpbatch(self, msg: TpBatch) -> None:
+        self.tp.decided(msg)
+
     def _on_healthquery(self, msg: HealthQuery) -> None:
         self.send(COORDINATOR, Health(self.rank, self.counters()))
 
@@ -169,7 +178,7 @@ class Executor:
         if flow is None:
             stream = self.rp.other_consumers.get(walk) if self.rp.other_consumers else None
             if stream is None:
-                self._make_ready(inst)
+                self.make_ready(inst)
                 return
             queue = state.consumer_queue.setdefault(stream, [])
             queue.append(inst)
@@ -190,9 +199,10 @@ class Executor:
         """Start the first instance of an ordered queue once every instance before it has finished."""
         if not queue[0].admitted and queue[0].prior == finished:
             queue[0].admitted = True
-            self._make_ready(queue[0])
+            self.make_ready(queue[0])
 
-    def _make_ready(self, inst: Instance) -> None:
+    def make_ready(self, inst: Instance) -> None:
+        """The instance may run again (a message it waited for came): queue it, unless it is at a RUN."""
         inst.waiting = None
         if not inst.dispatched:
             self.ready.append(inst)
@@ -200,7 +210,7 @@ class Executor:
     def _wake(self, state: RequestState, key: str, reason: tuple[str, ...]) -> None:
         inst = state.instances.get(key)
         if inst is not None and inst.waiting == reason:
-            self._make_ready(inst)
+            self.make_ready(inst)
 
     def finish(self, inst: Instance) -> None:
         inst.alive = False
@@ -315,9 +325,13 @@ class Executor:
             for inst in self.lockstep.hold(batches.values(), self._instances):
                 inst.dispatched = False
                 self.defer(inst)
+            held, order = self.tp.agree(batches, self.batcher.order(batches), self.post)
+            for inst in held:
+                inst.dispatched = False
+                self.defer(inst)
             self.batcher.new_round()
             progressed = False
-            for key in self.batcher.order(batches):
+            for key in order:
                 if batches[key]:
                     progressed = self.batcher.dispatch(key[0], key[1], batches[key]) or progressed
             if self.deferred and progressed:  # pages or budget may be there now: retry next round
@@ -384,3 +398,22 @@ class Executor:
             out[f"{component}.{entry}.items"] = items
             out[f"{component}.{entry}.compute_us"] = micros
         return out
+
+
+# The executor's handler for every message a rank is sent, by type: a renamed message keeps its handler,
+# and a message type without one fails this import. Shutdown is the worker process's own
+# (runtime/process/worker.py) and never reaches the executor.
+HANDLERS: dict[type, Callable[[Executor, Any], None]] = {
+    RequestInit: Executor._on_requestinit,
+    StartWalk: Executor._on_startwalk,
+    TpBatch: Executor._on_tpbatch,
+    Data: Executor._on_data,
+    KvData: Executor._on_kvdata,
+    StreamItems: Executor._on_streamitems,
+    StreamCredit: Executor._on_streamcredit,
+    FlowEnded: Executor._on_flowended,
+    ConsumersEnded: Executor._on_consumersended,
+    Cancel: Executor._on_cancel,
+    HealthQuery: Executor._on_healthquery,
+}
+check_handlers(HANDLERS, ToWorker, {Shutdown}, "the executor (runtime/worker/executor.py)")

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from wgc.runtime.component import Component
 from wgc.runtime.messages import (
+    COORDINATOR,
     ConsumersEnded,
     Data,
     KvData,
+    Message,
     Output,
     StartWalk,
     StreamCredit,
@@ -31,6 +33,7 @@ from wgc.runtime.messages import (
     StreamItems,
 )
 from wgc.runtime.request_env import RequestEnv, const_table
+from wgc.runtime.worker.context import RankPlan
 from wgc.runtime.worker.flowstep import cut_after, next_step, on_ranks
 from wgc.runtime.worker.instance import FREED, Instance, LoopState
 from wgc.runtime.worker.request_state import RequestState
@@ -41,9 +44,6 @@ from wgc.semantics.flows import FlowError
 from wgc.semantics.mock import mock_input
 from wgc.semantics.python_exprs import evaluator_for
 from wgc.semantics.stream_buffer import ENDED, WAITING
-
-if TYPE_CHECKING:
-    from wgc.runtime.worker.executor import Executor
 
 VISIBLE = (m.Emit, m.Push, m.Send, m.KvSend, m.Fork, m.Next)
 # A wasted iteration is never sent anything: the loop's other ranks RECV the stop before their ENDLOOP
@@ -62,8 +62,30 @@ class StepError(Exception):
     """An instruction that cannot execute: names the rank, walk, instruction and source position."""
 
 
+class Host(Protocol):
+    """What the interpreter uses of its rank's executor (runtime/worker/executor.py), and nothing else."""
+
+    rp: RankPlan
+    rank: int
+    states: dict[int, RequestState]
+    components: dict[str, Component]
+    options: Any  # executor.Options: fake_inputs
+
+    def send(self, destination: int, msg: Message) -> None: ...  # to another rank or COORDINATOR
+
+    def post(self, destination: int, msg: Message) -> None: ...  # to a rank, this one included
+
+    def state(self, request: int) -> RequestState: ...
+
+    def start(self, request: int, key: str, walk: str, inputs: dict[str, Any], flow: Any, prior: int = 0) -> None: ...
+
+    def make_ready(self, inst: Instance) -> None: ...
+
+    def flow_done(self, request: int, flow: str, on_rank: dict[int, int], cut: list[str] | None = None) -> None: ...
+
+
 class Interpreter:
-    def __init__(self, ex: Executor) -> None:
+    def __init__(self, ex: Host) -> None:
         self.ex = ex
         self.evaluate = evaluator_for(ex.options.fake_inputs)
         self.consts = const_table(ex.rp.plan, ex.options.fake_inputs)
@@ -165,7 +187,7 @@ class Interpreter:
 
     def _emit(self, inst: Instance, ins: m.Emit) -> None:
         seq = self.ex.states[inst.request].next_output_seq()
-        self.ex.send(-1, Output(inst.request, ins.modality, self._value(inst, ins.value), inst.walk, self.ex.rank, seq))
+        self.ex.send(COORDINATOR, Output(inst.request, ins.modality, self._value(inst, ins.value), inst.walk, self.ex.rank, seq))
 
     def _fork(self, inst: Instance, ins: m.Fork) -> None:
         self.ex.components[ins.component].fork(inst.request, ins.target, ins.source)
@@ -192,7 +214,8 @@ class Interpreter:
         local_stop = end.stop is not None and any(
             isinstance(i, m.Eval) and i.output == end.stop for i in inst.code[inst.pc:tail])
         state = LoopState(ins.loop_id, inst.pc, tail, bound, ins.dynamic,
-                          ins.dynamic and not ins.nospec and local_stop, ins.index,
+                          ins.dynamic and not ins.nospec and local_stop
+                          and not self.ex.tp.no_speculation(inst.code, inst.pc, tail), ins.index,
                           accumulated={y.name: [] for y in end.yields if y.kind == "accumulated"})
         if bound <= 0:
             self._exit_loop(inst, state, end)
@@ -332,7 +355,7 @@ class Interpreter:
         if spec.consumer_walk is None:
             for inst in state.instances.values():
                 if inst.waiting == ("pop", spec.name):
-                    self.ex._make_ready(inst)
+                    self.ex.make_ready(inst)
             return
         while True:
             before = end.buffer.consumed
@@ -375,7 +398,7 @@ class Interpreter:
             # The consumer walk's other ranks that emit may still be running its instances: the
             # coordinator waits for a Drained from each (see Executor.flow_done for why).
             drains = self.ex.rp.consumer_emitters.get(spec.name, []) if end.fired else []
-            self.ex.send(-1, StreamDone(request, spec.name, drains))
+            self.ex.send(COORDINATOR, StreamDone(request, spec.name, drains))
             for r in drains:
                 self.ex.post(r, ConsumersEnded(request, spec.name, end.fired))
 
