@@ -7,13 +7,18 @@ worker process as in production). HTTP: `wgc run PLAN --serve 127.0.0.1:0 --fake
 subprocess, driven from this process by a minimal keep-alive HTTP/1.1 client (one connection per
 concurrent request, pre-encoded requests: a general client such as httpx costs more CPU per
 request than the server does, and would be what is measured), on two routes: the native
-`/v1/generate` (stream false) and `/v1/chat/completions` (non-streaming). The overhead ratio is
-API requests/s over HTTP requests/s. Client, server and worker share the machine's cores: on a
-2-core box the client's own cost is part of the HTTP numbers.
+`/v1/generate` (stream false) and `/v1/chat/completions` (non-streaming). Two servers run side by
+side and are driven in turn, round after round (the best round counts): `HTTP` as served, and
+`HTTP plain` with WGC_HTTP_PLAIN=1 (h11, asyncio's loop, every request prepared on a worker thread:
+runtime/http/server.py, offload.py). Besides requests/s, the server process's own CPU time per
+request (user + system from /proc, the worker processes apart), which the machine's other load
+disturbs less than wall time. The overhead ratio is API requests/s over HTTP requests/s. Client,
+server and worker share the machine's cores: on a 2-core box the client's own cost is part of the
+HTTP numbers.
 
-    python bench/http_overhead.py [--requests 400]
+    python bench/http_overhead.py [--requests 400] [--rounds 2]
 
-Prints a markdown table; writes bench/out/http_overhead.png.
+Prints a markdown table; writes bench/out/http_overhead.md and http_overhead.png.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ class Result:
     rps: float
     p50_ms: float
     p99_ms: float
+    server_us: float | None = None  # the server process's CPU per request (HTTP rows)
 
 
 def compile_trivial(directory: Path) -> Path:
@@ -110,10 +116,13 @@ async def api_rows(plan: Path, total: int) -> list[Result]:
     return rows
 
 
-def start_server(plan: Path) -> tuple[subprocess.Popen[bytes], str]:
+SERVERS = {"HTTP": {}, "HTTP plain": {"WGC_HTTP_PLAIN": "1"}}  # name: environment on top of this one's
+
+
+def start_server(plan: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     proc = subprocess.Popen([sys.executable, "-c", "from wgc.cli.main import main; main()", "run", str(plan),
                              "--fake", "--serve", "127.0.0.1:0", "--max-running", "64", "--max-queued", "256"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=os.environ.copy())
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ, **env})
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 120)
     if not ready:
@@ -152,43 +161,79 @@ def encode_request(host: str, path: str, body: dict) -> bytes:
             f"Content-Length: {len(data)}\r\n\r\n").encode() + data
 
 
-async def http_rows(url: str, total: int) -> list[Result]:
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    routes = {
-        "HTTP /v1/generate": ("/v1/generate", {"inputs": {"prompt": "hi"}, "stream": False}),
-        "HTTP /v1/chat/completions": ("/v1/chat/completions",
-                                      {"model": "trivial", "messages": [{"role": "user", "content": "hi"}]}),
-    }
-    rows = []
-    conns = [await Connection.open(host, int(port)) for _ in range(max(CONCURRENCY))]
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of one process so far (Linux /proc), None elsewhere."""
     try:
-        for name, (path, body) in routes.items():
-            request = encode_request(host, path, body)
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def http_rows(urls: dict[str, tuple[str, int]], total: int, rounds: int) -> list[Result]:
+    """Every route and concurrency on every server, the servers driven in turn each round; the best round."""
+    routes = {
+        "/v1/generate": ("/v1/generate", {"inputs": {"prompt": "hi"}, "stream": False}),
+        "/v1/chat/completions": ("/v1/chat/completions",
+                                 {"model": "trivial", "messages": [{"role": "user", "content": "hi"}]}),
+    }
+    conns: dict[str, list[Connection]] = {}
+    for name, (url, _) in urls.items():
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        conns[name] = [await Connection.open(host, int(port)) for _ in range(max(CONCURRENCY))]
+    best: dict[tuple[str, int], Result] = {}
+    try:
+        for route, (path, body) in routes.items():
             for c in CONCURRENCY:
-                idle = list(conns[:c])
-
-                async def one(request: bytes = request, idle: list[Connection] = idle) -> None:
-                    conn = idle.pop()
-                    try:
-                        await conn.post(request)
-                    finally:
-                        idle.append(conn)
-
-                await drive(one, c, 50)  # warm up
-                rows.append(result(name, c, *await drive(one, c, total)))
+                for _ in range(rounds):
+                    for name, (url, pid) in urls.items():
+                        host = url.removeprefix("http://").rsplit(":", 1)[0]
+                        row = await _drive_server(f"{name} {route}", conns[name][:c], encode_request(host, path, body),
+                                                  c, total, pid)
+                        if (row.path, c) not in best or row.rps > best[(row.path, c)].rps:
+                            best[(row.path, c)] = row
     finally:
-        for conn in conns:
-            conn.close()
-    return rows
+        for pool in conns.values():
+            for conn in pool:
+                conn.close()
+    return list(best.values())
+
+
+async def _drive_server(name: str, conns: list[Connection], request: bytes, c: int, total: int, pid: int) -> Result:
+    idle = list(conns)
+
+    async def one() -> None:
+        conn = idle.pop()
+        try:
+            await conn.post(request)
+        finally:
+            idle.append(conn)
+
+    await drive(one, c, 50)  # warm up
+    before = cpu_seconds(pid)
+    seconds, latencies = await drive(one, c, total)
+    after = cpu_seconds(pid)
+    row = result(name, c, seconds, latencies)
+    used = None if before is None or after is None else (after - before) / total * 1e6
+    return Result(row.path, c, row.rps, row.p50_ms, row.p99_ms, used)
 
 
 def markdown(rows: list[Result]) -> str:
     api = {r.concurrency: r for r in rows if r.path == "python API"}
-    lines = ["| path | concurrency | requests/s | p50 ms | p99 ms | API/HTTP throughput |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for r in sorted(rows, key=lambda r: (r.path != "python API", r.path, r.concurrency)):
+    plain = {(r.path.replace("HTTP plain", "HTTP"), r.concurrency): r for r in rows if r.path.startswith("HTTP plain")}
+    lines = ["| path | concurrency | requests/s | p50 ms | p99 ms | API/HTTP throughput | server CPU us/request "
+             "| vs plain (req/s, CPU) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in sorted(rows, key=lambda r: (r.path != "python API", r.path.split()[-1], r.path, r.concurrency)):
         ratio = "" if r.path == "python API" else f"{api[r.concurrency].rps / r.rps:.2f}x"
-        lines.append(f"| {r.path} | {r.concurrency} | {r.rps:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {ratio} |")
+        cpu = "" if r.server_us is None else f"{r.server_us:,.0f}"
+        base = plain.get((r.path, r.concurrency))
+        versus = ""
+        if base is not None:
+            versus = f"{r.rps / base.rps:.2f}x"
+            if r.server_us and base.server_us:
+                versus += f", {base.server_us / r.server_us:.2f}x less"
+        lines.append(f"| {r.path} | {r.concurrency} | {r.rps:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {ratio} "
+                     f"| {cpu} | {versus} |")
     return "\n".join(lines)
 
 
@@ -218,18 +263,25 @@ def plot(rows: list[Result], out: Path) -> None:
 def main() -> list[Result]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400, help="requests per concurrency level and path")
+    parser.add_argument("--rounds", type=int, default=2, help="turns per server and cell; the best counts")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         plan = compile_trivial(Path(tmp))
         rows = asyncio.run(api_rows(plan, args.requests))
-        proc, url = start_server(plan)
+        servers = {name: start_server(plan, env) for name, env in SERVERS.items()}
         try:
-            rows += asyncio.run(http_rows(url, args.requests))
+            urls = {name: (url, proc.pid) for name, (proc, url) in servers.items()}
+            rows += asyncio.run(http_rows(urls, args.requests, args.rounds))
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
-    print(markdown(rows))
-    plot(rows, ROOT / "bench" / "out")
+            for proc, _ in servers.values():
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+    text = markdown(rows)
+    print(text)
+    out = ROOT / "bench" / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "http_overhead.md").write_text(text + "\n", encoding="utf-8")
+    plot(rows, out)
     return rows
 
 

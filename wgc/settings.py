@@ -9,6 +9,9 @@
                          ranks on it, at least 1)
     WGC_CPU_PACKED_LINEAR  0 turns off the CPU kv components' matrix products through oneDNN over packed
                          weights (runtime/engines/cpu_linear.py), back to F.linear (default on)
+    WGC_HTTP_PLAIN       1: serve HTTP the plain way (uvicorn's h11 parser, asyncio's own event loop, every
+                         request prepared on a worker thread) instead of httptools, uvloop and small
+                         requests prepared on the loop; for comparing them (bench/http_overhead.py)
     WGC_EXPECTED_CONTEXT tokens the HTTP frontend expects one request to hold per KV label, when it
                          sizes its running slots from the KV pools (2048; a component's
                          max_seq_len caps it)
@@ -122,3 +125,8 @@ def host_timeout() -> float:
 def cpu_packed_linear() -> bool:
     """WGC_CPU_PACKED_LINEAR: whether a CPU kv component packs its weights for oneDNN (default on; 0 is off)."""
     return os.environ.get("WGC_CPU_PACKED_LINEAR", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def http_plain() -> bool:
+    """WGC_HTTP_PLAIN: serve HTTP without httptools, uvloop and inline preparation (default off)."""
+    return os.environ.get("WGC_HTTP_PLAIN", "").strip().lower() in ("1", "true", "yes", "on")

@@ -137,7 +137,8 @@ async def chat_completions(service: Service, request: Request, body: Any) -> Res
     given = chat_params(service.caps, body)
     params = service.params(given)
     deadline = service.deadline(body.timeout)
-    run, fields = await service.offload.run(_prepare, service, body, stops, params, "max_tokens" in given, audio)
+    run, fields = await service.offload.run(_prepare, service, body, stops, params, "max_tokens" in given, audio,
+                                             request=request)
     per_choice = [service.params(p) for p in choice_seeds(service.caps, params, body.n)]
     lease = Lease(service)
     requests = [{"params": p, **fields} for p in per_choice]

@@ -100,7 +100,7 @@ async def generate(service: Service, request: Request, body: Any) -> Response:
     _check_size(service, body)
     params = service.params(body.params.model_dump(exclude_none=True) if body.params else {})
     deadline = service.deadline(body.timeout)
-    fields = await service.offload.run(_inputs, service, body, params)
+    fields = await service.offload.run(_inputs, service, body, params, request=request)
     lines = EventLines(service, body.tensor_encoding)
     gen_id = f"gen-{uuid.uuid4().hex}"
     head = {"type": "start", "id": gen_id, "model": service.plan.model}

@@ -7,12 +7,19 @@ every rank reported ready (components loaded, CUDA graphs captured). Stopping (t
 connections, every worker process is stopped.
 
 uvicorn's own signal handling is switched off: the caller owns SIGINT and SIGTERM.
+
+Parser and loop: uvicorn parses HTTP/1.1 with httptools (llhttp, in C) when it is installed and
+`wgc run --serve` runs on uvloop's event loop (`loop_factory`): in a profile of the server under a
+trivial walk, h11's pure-Python parsing and framing and asyncio's selector loop were the largest
+shares of the server's own CPU per request after the socket writes. WGC_HTTP_PLAIN=1 keeps h11
+and asyncio's loop (the bench's baseline); without the packages both fall back by themselves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import socket
 from collections.abc import Callable, Iterator
@@ -24,6 +31,7 @@ from wgc.runtime.api import StartupLine
 from wgc.runtime.http.app import build_app
 from wgc.runtime.http.service import ServeOptions, Service
 
+from wgc import settings
 from wgc.plan.model import Plan
 
 LOOPBACK = "127.0.0.1"
@@ -60,6 +68,20 @@ class _Server(uvicorn.Server):
         yield
 
 
+def http_parser() -> str:
+    """uvicorn's HTTP implementation: "httptools" when installed (unless WGC_HTTP_PLAIN), else "h11"."""
+    return "httptools" if importlib.util.find_spec("httptools") and not settings.http_plain() else "h11"
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop for serving when installed (unless WGC_HTTP_PLAIN); None: asyncio's own."""
+    if settings.http_plain() or importlib.util.find_spec("uvloop") is None:
+        return None
+    import uvloop
+
+    return uvloop.new_event_loop
+
+
 def bind(address: Address) -> socket.socket:
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY on accepted connections only when the
@@ -85,7 +107,7 @@ async def serve(plan: Plan, address: Address, options: ServeOptions, on_ready: C
     service = Service(plan, options)
     logging.getLogger("uvicorn.error").addFilter(_no_cut_off_line)
     config = uvicorn.Config(build_app(service), log_config=None, access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=5, timeout_keep_alive=30)
+                            timeout_graceful_shutdown=5, timeout_keep_alive=30, http=http_parser())
     server = _Server(config)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]), name="wgc-http")
     try:

@@ -408,7 +408,8 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str |
             _check_nnodes(plan_file, nnodes)
         work = _serve(plan_file, fake, docs, from_stdin, ready_timeout, output_dir, prefixes) if serve_at is None else \
             _serve_http(plan_file, address, options)
-        status = asyncio.run(_until_signal(work))
+        with asyncio.Runner(loop_factory=_loop_factory(serve_at)) as runner:
+            status = runner.run(_until_signal(work))
     except PlanFileError as err:
         click.echo(f"wgc: {err}", err=True)
         sys.exit(EXIT_USAGE if err.kind == "unreadable" else 1)
@@ -460,3 +461,12 @@ def _run_headless(plan_file: str, fake: bool, headless: bool, node_rank: int | N
         click.echo(f"wgc: {err}", err=True)
         sys.exit(1)
     sys.exit(status)
+
+
+def _loop_factory(serve_at: str | None) -> Any:
+    """The event loop `--serve` runs on (uvloop's when installed: runtime/http/server.py); None: asyncio's."""
+    if serve_at is None:
+        return None
+    from wgc.runtime.http.server import loop_factory
+
+    return loop_factory()
