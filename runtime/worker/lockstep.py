@@ -23,6 +23,7 @@ from typing import Any
 from wgc.runtime.worker.instance import Instance
 
 from wgc.plan import model as m
+from wgc.semantics.loops import loop_tails
 
 Key = tuple[int, int]  # (id of the walk's code, pc of its LOOP)
 
@@ -34,27 +35,18 @@ class Lockstep:
         self._first_runs: dict[Key, int | None] = {}  # the body's first RUN, None when not in step
         self.held = 0
         # whether any loop of this rank's schedules goes in step: when none does, `hold` costs nothing
-        self.active = any(self.first_run(code, pc) is not None
-                          for code in codes for pc, ins in enumerate(code) if isinstance(ins, m.Loop))
+        self.active = any(self.first_run(code, head, tail) is not None
+                          for code in codes for head, tail in loop_tails(code).items())
 
-    def first_run(self, code: list[Any], head: int) -> int | None:
-        """pc of the first RUN of the loop at `head`, when the loop is counted and has several RUNs."""
+    def first_run(self, code: list[Any], head: int, tail: int) -> int | None:
+        """pc of the first RUN of the loop from `head` to `tail` (its ENDLOOP), when the loop is counted and
+        its body, nested loops included, has several RUNs."""
         key = (id(code), head)
         if key not in self._first_runs:
             loop = code[head]
-            depth, runs, first = 0, 0, None
-            for pc in range(head + 1, len(code)):
-                ins = code[pc]
-                if isinstance(ins, m.Loop):
-                    depth += 1
-                elif isinstance(ins, m.EndLoop):
-                    if depth == 0:
-                        break
-                    depth -= 1
-                elif isinstance(ins, m.Run):
-                    runs += 1
-                    first = pc if first is None else first
-            in_step = isinstance(loop, m.Loop) and not loop.dynamic and runs >= 2
+            runs = [pc for pc in range(head + 1, tail) if isinstance(code[pc], m.Run)]
+            in_step = isinstance(loop, m.Loop) and not loop.dynamic and len(runs) >= 2
+            first = runs[0] if runs else None
             self._first_runs[key] = first if in_step else None
         return self._first_runs[key]
 
@@ -63,7 +55,7 @@ class Lockstep:
         loop = inst.loops[-1]
         first = loop.step_run
         if first == -1:  # not looked up yet for this loop entry: once, then cached on the loop state
-            first = loop.step_run = self.first_run(inst.code, loop.head)
+            first = loop.step_run = self.first_run(inst.code, loop.head, loop.tail)
         return (id(inst.code), loop.head) if first == inst.pc else None
 
     def hold(self, groups: Iterable[list[Instance]], everyone: Callable[[], Iterable[Instance]]) -> list[Instance]:
@@ -81,7 +73,7 @@ class Lockstep:
                 continue
             for loop in inst.loops:
                 key = (id(inst.code), loop.head)
-                if key in keys and self.first_run(inst.code, loop.head) != inst.pc:
+                if key in keys and self.first_run(inst.code, loop.head, loop.tail) != inst.pc:
                     busy.add(key)
         if not busy:
             return []

@@ -9,7 +9,7 @@ from wgc.runtime.coordinator.request import RequestSpec
 from wgc.runtime.worker.lockstep import Lockstep
 
 from tests.runtime.cluster import ToyCluster, compile_text, cpu_placement
-from wgc.plan.model import Loop
+from wgc.semantics.loops import loop_tails
 
 STEPS = """
 model lock
@@ -78,7 +78,6 @@ def test_only_counted_loops_of_several_runs_are_kept_in_step(tmp_path: Path) -> 
     found = {}
     for walk, schedule in rp.code.items():
         code = schedule.instructions
-        for pc, ins in enumerate(code):
-            if isinstance(ins, Loop):
-                found[walk] = rule.first_run(code, pc)
+        for head, tail in loop_tails(code).items():
+            found[walk] = rule.first_run(code, head, tail)
     assert found["talk"] is None and found["gen"] is not None
