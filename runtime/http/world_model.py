@@ -28,7 +28,7 @@ from wgc.runtime.http.errors import ApiError
 from wgc.runtime.http.lease import Lease
 from wgc.runtime.http.limits import MediaBudget
 from wgc.runtime.http.plan_schemas import json_int
-from wgc.runtime.http.schemas import Strict
+from wgc.runtime.http.schemas import IMAGE_URL, Strict
 from wgc.runtime.http.service import Service
 from wgc.runtime.http.streaming import guarded, json_response
 from wgc.runtime.http.values import decoded, value_in, value_out
@@ -37,7 +37,8 @@ ACTION_DIM = 7  # dx, dy, dz, droll, dpitch, dyaw, gripper (a state: the pose x,
 MIN_SIDE = 16  # px: one patch
 Number = StrictFloat | StrictInt
 Vectors = Annotated[list[list[Number]], Field(description=f"rows of {ACTION_DIM} numbers")]
-Image = Annotated[str | dict[str, Any], Field(description="an image data: URL, or a uint8 tensor [H, W, 3]")]
+ImageUrl = Annotated[str, Field(json_schema_extra=IMAGE_URL)]
+Image = Annotated[ImageUrl | dict[str, Any], Field(description="an image data: URL, or a uint8 tensor [H, W, 3]")]
 
 
 def request_models(service: Service) -> tuple[type[BaseModel], type[BaseModel]]:

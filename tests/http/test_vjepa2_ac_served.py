@@ -127,3 +127,31 @@ def test_fake_components_answer_both_routes(tmp_path_factory: pytest.TempPathFac
     finally:
         fake.stop()
     assert "Traceback" not in fake.errors()
+
+
+@pytest.mark.parametrize(("path", "change", "status", "field"), [
+    ("rollout", {"frames": []}, 422, "frames"),
+    ("rollout", {"frames": ["data:image/png;base64,AAAA"]}, 400, "frames.0"),
+    ("rollout", {"frames": ["http://127.0.0.1/x.png"]}, 400, "frames.0"),
+    ("rollout", {"frames": [{"dtype": "u8", "shape": [64, 64], "b64": base64.b64encode(bytes(4096)).decode()}],
+                 "history_actions": [], "history_states": []}, 400, "frames.0"),
+    ("rollout", {"frames": [png(64, 64, i) for i in range(9)], "history_actions": rows(8, 0),
+                 "history_states": rows(8, 1)}, 400, "frames.8"),  # the ninth image: over max_images (8)
+    ("rollout", {"actions": "abc"}, 422, "actions"),
+    ("rollout", {"actions": []}, 422, "actions"),
+    ("rollout", {"states": [[1, 2, 3, 4, 5, 6, "x"]] * 3}, 422, "states.0.6"),
+    ("rollout", {"encoding": "npy"}, 422, "encoding"),
+    ("plan", {"goal": None}, 422, "goal"),
+    ("plan", {"params": {"metric": "l3"}}, 422, "params.metric"),
+    ("plan", {"params": {"temperature": 1.0}}, 400, "params.temperature"),
+    ("plan", {"horizon": True}, 422, "horizon"),
+    ("plan", {"model": "bagel"}, 404, "model"),
+])
+def test_hostile_bodies_are_4xx_naming_the_field(server: Server, path: str, change: dict[str, Any], status: int,
+                                                 field: str) -> None:
+    base = rollout_body() if path == "rollout" else {"frames": [png(64, 64, 0)], "goal": png(64, 64, 1),
+                                                      "state": [0.0] * 7, "params": {"cem_steps": 1}}
+    r = post(server, f"/v1/world_model/{path}", {**base, **change})
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["param"] == field, r.text
+    assert "Traceback" not in server.errors()
