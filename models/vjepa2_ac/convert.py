@@ -7,9 +7,11 @@ no pickle at serving time. `wgc convert vjepa2-ac IN.pt OUT_DIR` runs this once,
 - `predictor` and `encoder` must each be a dict (nested dicts allowed, flattened with dots) whose
   every value is a tensor: anything else is refused with one line naming the key; the other
   top-level entries (epoch, optimizer, ...) are training state and are left out, listed;
-- `module.` and `backbone.` prefixes are stripped; the predictor is written in upstream's names
-  to ac_predictor.safetensors with its sizes in ac_predictor.json, the encoder in transformers'
-  names (the fused qkv split into query, key, value) to ac_encoder.safetensors.
+- `module.` and `backbone.` prefixes are stripped, a `pos_embed` (which the RoPE models never read;
+  upstream loads the encoder with strict=False for it) is left out and listed; the predictor is
+  written in upstream's names to ac_predictor.safetensors with its sizes in ac_predictor.json,
+  the encoder in transformers' names (the fused qkv split into query, key, value) to
+  ac_encoder.safetensors.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ ENCODER_NAMES = [
     (re.compile(r"blocks\.(\d+)\.attn\.proj\.(weight|bias)"), "encoder.layer.{0}.attention.proj.{1}"),
     (re.compile(r"norm\.(weight|bias)"), "encoder.layernorm.{0}"),
 ]
+UNUSED = ("pos_embed",)  # a sincos table some checkpoints keep; the RoPE models never read it (upstream loads strict=False)
 QKV = re.compile(r"blocks\.(\d+)\.attn\.qkv\.(weight|bias)")
 
 
@@ -117,7 +120,10 @@ def convert(source: Path, out_dir: Path, heads: int | None = None, grid: int = 1
     if "predictor" not in raw:
         raise ConvertError(f"{source}: no `predictor` entry (found: {', '.join(map(str, list(raw)[:8]))})")
     predictor = strip(flatten(raw["predictor"], "predictor"))
-    encoder = encoder_to_hf(strip(flatten(raw["encoder"], "encoder"))) if "encoder" in raw else None
+    encoder_state = strip(flatten(raw["encoder"], "encoder")) if "encoder" in raw else None
+    unused = [f"{part}.{name}" for part, state in (("encoder", encoder_state), ("predictor", predictor))
+              for name in UNUSED if state is not None and state.pop(name, None) is not None]
+    encoder = encoder_to_hf(encoder_state) if encoder_state is not None else None
     sizes = predictor_sizes(predictor, heads, grid, max_frames)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous().clone() for k, v in predictor.items()}, str(out_dir / AC_WEIGHTS))
@@ -126,6 +132,8 @@ def convert(source: Path, out_dir: Path, heads: int | None = None, grid: int = 1
     if encoder is not None:
         save_file({k: v.contiguous().clone() for k, v in encoder.items()}, str(out_dir / AC_ENCODER))
         lines.append(f"wrote {out_dir / AC_ENCODER} ({len(encoder)} tensors, transformers' names)")
+    if unused:
+        lines.append(f"left out (unused with RoPE): {', '.join(unused)}")
     skipped = [str(k) for k in raw if k not in ("predictor", "encoder")]
     if skipped:
         lines.append(f"left out (training state): {', '.join(skipped)}")

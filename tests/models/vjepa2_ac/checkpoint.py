@@ -50,6 +50,7 @@ def ac_net(seed: int = 3) -> ACPredictorNet:
 def write_upstream_pt(path: Path, net: ACPredictorNet) -> None:
     prefix = "module.backbone."
     encoder = {prefix + k: v for k, v in upstream_encoder(hf_model().state_dict()).items()}
+    encoder[prefix + "pos_embed"] = torch.zeros(1, 32, 96)  # kept by the real file, unused with RoPE
     predictor = {prefix + k: v.detach().clone() for k, v in net.state_dict().items()}
     torch.save({"encoder": encoder, "predictor": predictor, "epoch": 3, "loss": 0.25,
                 "opt": {"state": {}, "param_groups": [{"lr": 1e-4, "params": [0, 1]}]}}, path)

@@ -127,4 +127,5 @@ def test_the_command_converts_and_reports(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["convert", "vjepa2-ac", str(pt), str(tmp_path / "out"), "--grid", "4", "--heads", "2"])
     assert result.exit_code == 0, result.output
     assert "left out (training state): epoch, loss, opt" in result.output
+    assert "left out (unused with RoPE): encoder.pos_embed" in result.output
     assert json.loads((tmp_path / "out" / "ac_predictor.json").read_text())["heads"] == 2
