@@ -52,8 +52,8 @@ class LlamaChatConfig:
                         "holds config.json, model.safetensors or shards with an index, and tokenizer.json)")
         try:
             llama = LlamaConfig.from_hf(raw)
-        except ValueError as err:
-            raise WeightsError(f"{directory / 'config.json'}: {err}") from None
+        except ValueError as err:  # its messages begin "config.json ...": name the file in full
+            raise WeightsError(str(directory / "config.json") + str(err).removeprefix("config.json")) from None
         stops = _ids(raw.get("eos_token_id"))
         generation = directory / "generation_config.json"
         if generation.is_file():
