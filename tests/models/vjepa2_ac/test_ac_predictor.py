@@ -148,3 +148,20 @@ def test_a_rollout_past_the_mask_fails_alone_with_the_numbers() -> None:
         ac.step([call(3, torch.zeros(5, c.embed), torch.zeros(7), torch.zeros(7))])
     with pytest.raises(CallError, match=r"`actions` must be a tensor \[2, 7\]"):
         ac.context([call(4, clip, torch.zeros(2, 6), torch.zeros(2, 7))])
+
+
+def test_candidates_of_a_preempted_context_equal_those_of_a_resident_one() -> None:
+    """The scheduler may move a request's pages to host memory between CEM iterations: the candidates
+    fork the swapped label (each brought back into its own pages) and score the same."""
+    ac = tiny_ac(seed=3)
+    clip = torch.cat([frame(ac, s) for s in (20, 21, 22)])
+    history = randn(2, 7, seed=22), randn(2, 7, seed=23)
+    actions, states = randn(3, 2, 7, seed=24), randn(3, 2, 7, seed=25)
+    (last,) = ac.context([call(1, clip, *history)])
+    (resident,) = ac.candidates([call(1, last, actions, states)])
+    ac.context([call(2, clip, *history)])
+    assert ac.preempt(2) > 0 and ac.counters()["kv_swapped_labels"] == 1
+    (swapped,) = ac.candidates([call(2, last, actions, states)])
+    assert torch.equal(swapped, resident)
+    ac.step([call(2, last, actions[0, 0], states[0, 0])])  # the context itself comes back for the next step
+    assert ac.kv.length(2, ac.default_label()) == 3 * ac.config.block
