@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,8 +35,10 @@ def _read_all(paths: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def compile_program(source_path: str, source_text: str, placement_path: str) -> Compiled:
-    """Check, place, lower and verify. Never raises on bad input: problems come back as diagnostics."""
+def compile_program(source_path: str, source_text: str, placement_path: str,
+                    skip_passes: Collection[str] = ()) -> Compiled:
+    """Check, place, lower and verify. Never raises on bad input: problems come back as diagnostics.
+    `skip_passes`: optional lowering passes to leave out (wgc/lower/pipeline.py)."""
     started = time.perf_counter()
     sources = {source_path: source_text}
     checked = check_source(source_text, source_path)
@@ -47,7 +50,7 @@ def compile_program(source_path: str, source_text: str, placement_path: str) -> 
     sources.update(_read_all(tuple(files) or (placement_path,)))
     if placement is None:
         return Compiled(None, None, list(checked.diagnostics) + diags, sources)
-    plan = lower(checked, placement, source_path, placement_path)
+    plan = lower(checked, placement, source_path, placement_path, skip_passes)
     problems = verify_plan(plan)
     if problems:
         return Compiled(plan, None, list(checked.diagnostics) + problems, sources)

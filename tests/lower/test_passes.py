@@ -78,8 +78,9 @@ flow { start -> gen -> done }
 
 
 def test_pass_list_is_named_and_ordered() -> None:
-    names = [name for name, _ in PASSES]
-    assert names == ["build", "place", "fuse", "comm", "flows", "kv", "partition", "liveness", "captures", "assemble"]
+    names = [p.name for p in PASSES]
+    assert names == ["build", "place", "fuse", "flatten", "comm", "flows", "kv", "partition", "liveness", "captures",
+                     "assemble"]
 
 
 def test_same_rank_branches_fuse_into_one_batched_run(tmp_path: Path) -> None:

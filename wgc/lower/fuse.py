@@ -1,5 +1,12 @@
-"""Pass `fuse`: branches of a `parallel` block that call the same entry on the same ranks become one
-batched call over their cache labels (BAGEL's three guidance branches on one GPU: one forward, three labels)."""
+"""Pass `fuse` (optional): branches of a `parallel` block that call the same entry on the same ranks
+become one batched call over their cache labels (BAGEL's three guidance branches on one GPU: one
+forward, three labels).
+
+The block stays a block: the fused call takes the place of its first branch's call and the
+branches it absorbed are left empty, so `flatten`, which runs next, puts it where that branch
+was. Without this pass every branch keeps its own call, in branch order: the same values, one
+call each.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +19,14 @@ def _single_run(branch: list[Node]) -> Op | None:
     return None
 
 
-def _fuse_block(block: ParallelBlock) -> list[Node]:
-    """The block's nodes after fusion, in branch order; fused lanes sit where their first branch was."""
+def _fuse_block(block: ParallelBlock) -> None:
+    """Merge the block's single-call branches by (component, entry, ranks), in branch order."""
     groups: dict[tuple, Op] = {}
-    out: list[Node] = []
+    branches: list[tuple[str, list[Node]]] = []
     for name, branch in block.branches:
         run = _single_run(branch)
         if run is None:
-            out.extend(_fuse_body(branch))
+            branches.append((name, _fuse_body(branch)))
             continue
         key = (run.component, run.entry, tuple(run.ranks))
         fused = groups.get(key)
@@ -27,24 +34,22 @@ def _fuse_block(block: ParallelBlock) -> list[Node]:
             fused = Op("run", run.src, component=run.component, entry=run.entry, ranks=run.ranks,
                        branch=name, lanes=[run])
             groups[key] = fused
-            out.append(fused)
+            branches.append((name, [fused]))
         else:
             fused.lanes.append(run)
+            branches.append((name, []))  # its call is a lane of the fused one
     # A "fused" call with one lane is just the call.
-    return [n.lanes[0] if isinstance(n, Op) and len(n.lanes) == 1 else n for n in out]
+    block.branches = [(name, [n.lanes[0] if isinstance(n, Op) and len(n.lanes) == 1 else n for n in nodes])
+                      for name, nodes in branches]
 
 
 def _fuse_body(body: list[Node]) -> list[Node]:
-    out: list[Node] = []
     for node in body:
         if isinstance(node, ParallelBlock):
-            out.extend(_fuse_block(node))
+            _fuse_block(node)
         elif isinstance(node, LoopBlock):
             node.body = _fuse_body(node.body)
-            out.append(node)
-        else:
-            out.append(node)
-    return out
+    return body
 
 
 def fuse_walk(walk: WalkIR) -> None:

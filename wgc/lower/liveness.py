@@ -14,7 +14,8 @@ from wgc.plan.model import Emit, EndLoop, Eval, Free, Instr, KvSend, Loop, Next,
 from wgc.semantics.loops import loop_spans
 
 
-def _reads(ins: Instr) -> list[str]:
+def reads(ins: Instr) -> list[str]:
+    """The values an instruction reads."""
     if isinstance(ins, Run):
         return [n for lane in ins.args for a in lane for n in expr_uses(a)]
     if isinstance(ins, Eval):
@@ -30,7 +31,8 @@ def _reads(ins: Instr) -> list[str]:
     return []
 
 
-def _writes(ins: Instr) -> list[str]:
+def writes(ins: Instr) -> list[str]:
+    """The values an instruction defines."""
     if isinstance(ins, Run):
         return [o for o in ins.outputs if o]
     if isinstance(ins, (Eval, Pop)):
@@ -49,9 +51,9 @@ def insert_frees(instrs: list[Instr], keep: set[str], inputs: list[str]) -> list
     defined_at: dict[str, int] = {name: -1 for name in inputs}
     last_use: dict[str, int] = {}
     for i, ins in enumerate(instrs):
-        for name in _writes(ins):
+        for name in writes(ins):
             defined_at.setdefault(name, i)
-        for name in _reads(ins):
+        for name in reads(ins):
             last_use[name] = i
     loops = loop_spans(instrs)
     # Carries live across iterations. A loop index does not: every iteration's head writes it afresh,

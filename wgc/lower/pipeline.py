@@ -1,22 +1,27 @@
 """Lowering as a flat list of named passes over one state, from a checked program and a placement to a Plan.
 
-    build → place → fuse → comm → kv → flows → partition → liveness → captures → assemble
+    build → place → fuse → flatten → comm → flows → kv → partition → liveness → captures → assemble
 
-Each pass is a function of `LowerState`; `PASSES` is the order. Lowering
-assumes checked input: the checker and the placement loader have already
-rejected anything these passes would have to guess about.
+Each pass is a function of `LowerState` that declares the IR properties it requires and the ones
+it produces (wgc/lower/verify_ir.py names and checks them); `PASSES` is the order, checked against
+those declarations before lowering starts; after every pass the IR verifier checks what it
+produced, and at the end every property again (no pass undid an earlier one's work). `fuse` is optional: `lower(..., skip={"fuse"})` gives a plan with one
+call per parallel branch, the same values. Lowering assumes checked input: the checker and the
+placement loader have already rejected anything these passes would have to guess about.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from wgc.check import CheckResult
 from wgc.check.context import Symbols
 from wgc.lang import ast
 from wgc.lower.build import build_walks
 from wgc.lower.comm import plan_comm
+from wgc.lower.flatten import flatten_walk
 from wgc.lower.flows import build_flows, successors
 from wgc.lower.fuse import fuse_walk
 from wgc.lower.ir import WalkIR
@@ -25,24 +30,57 @@ from wgc.lower.liveness import insert_frees
 from wgc.lower.place import place_walk
 from wgc.lower.project import project, rank_inputs, value_homes, with_next
 from wgc.lower.specs import component_specs, memory_rows, param_specs, setting_rows, stream_specs, walk_specs
+from wgc.lower.verify_ir import CHECKS, verify
 from wgc.placement.memory import MemoryTable, estimate_memory
 from wgc.placement.schema import Placement
 from wgc.plan.model import CaptureSpec, FlowSpec, HostSpec, Instr, Plan, RankSpec, Run, TransportSpec, WalkSchedule
 
 
-@dataclass
+class LoweringOrderError(RuntimeError):
+    """A pass read what no pass before it produced, or the pass list is out of order: a bug in lowering."""
+
+
+def _product(name: str, producer: str) -> Any:
+    """A LowerState field that exists once `producer` has run: reading it earlier is an error naming both."""
+
+    def get(self: LowerState) -> Any:
+        try:
+            return self.products[name]
+        except KeyError:
+            raise LoweringOrderError(f"`{name}` was read before pass `{producer}` produced it") from None
+
+    def put(self: LowerState, value: Any) -> None:
+        self.products[name] = value
+
+    return property(get, put, doc=f"produced by pass `{producer}`")
+
+
 class LowerState:
-    program: ast.Program
-    symbols: Symbols
-    placement: Placement
-    source_name: str
-    placement_name: str
-    walks: list[WalkIR] = field(default_factory=list)
-    flows: list[FlowSpec] = field(default_factory=list)
-    schedules: dict[int, list[WalkSchedule]] = field(default_factory=dict)
-    captures: list[CaptureSpec] = field(default_factory=list)
-    memory: MemoryTable | None = None
-    plan: Plan | None = None
+    """The inputs (given) and what the passes make (each field produced by one pass, named below)."""
+
+    if TYPE_CHECKING:
+        walks: list[WalkIR]  # build; place, fuse, flatten, comm and kv rewrite them in place
+        flows: list[FlowSpec]  # flows
+        schedules: dict[int, list[WalkSchedule]]  # partition; liveness and captures rewrite them
+        captures: list[CaptureSpec]  # captures
+        memory: MemoryTable  # assemble
+        plan: Plan  # assemble
+    else:
+        walks = _product("walks", "build")
+        flows = _product("flows", "flows")
+        schedules = _product("schedules", "partition")
+        captures = _product("captures", "captures")
+        memory = _product("memory", "assemble")
+        plan = _product("plan", "assemble")
+
+    def __init__(self, program: ast.Program, symbols: Symbols, placement: Placement, source_name: str,
+                 placement_name: str) -> None:
+        self.program = program
+        self.symbols = symbols
+        self.placement = placement
+        self.source_name = source_name
+        self.placement_name = placement_name
+        self.products: dict[str, Any] = {}
 
     @property
     def all_ranks(self) -> list[int]:
@@ -61,6 +99,11 @@ def pass_place(s: LowerState) -> None:
 def pass_fuse(s: LowerState) -> None:
     for w in s.walks:
         fuse_walk(w)
+
+
+def pass_flatten(s: LowerState) -> None:
+    for w in s.walks:
+        flatten_walk(w)
 
 
 def pass_comm(s: LowerState) -> None:
@@ -103,6 +146,7 @@ def _keep(w: WalkIR) -> set[str]:
 
 def pass_captures(s: LowerState) -> None:
     """One CUDA graph per (rank, component entry, walk), captured for the component's batch buckets."""
+    s.captures = []
     if s.placement.cluster.device != "cuda":
         return
     ids: dict[tuple[int, str, str, str], int] = {}
@@ -152,24 +196,65 @@ def pass_assemble(s: LowerState) -> None:
     )
 
 
-PASSES: tuple[tuple[str, Callable[[LowerState], None]], ...] = (
-    ("build", pass_build),
-    ("place", pass_place),
-    ("fuse", pass_fuse),
-    ("comm", pass_comm),
-    ("flows", pass_flows),
-    ("kv", pass_kv),
-    ("partition", pass_partition),
-    ("liveness", pass_liveness),
-    ("captures", pass_captures),
-    ("assemble", pass_assemble),
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[LowerState], None]
+    requires: frozenset[str]  # IR properties (verify_ir.CHECKS) that must hold before it runs
+    produces: frozenset[str]  # the ones that hold after it
+    optional: bool = False  # a plan without it is still right (see `lower`'s `skip`)
+
+
+def _pass(name: str, run: Callable[[LowerState], None], requires: str = "", produces: str = "",
+          optional: bool = False) -> Pass:
+    return Pass(name, run, frozenset(requires.split()), frozenset(produces.split()), optional)
+
+
+PASSES: tuple[Pass, ...] = (
+    _pass("build", pass_build, "", "walks"),
+    _pass("place", pass_place, "walks", "placed"),
+    _pass("fuse", pass_fuse, "placed", "fused", optional=True),  # needs the parallel blocks flatten removes
+    _pass("flatten", pass_flatten, "placed", "flat"),
+    _pass("comm", pass_comm, "placed flat", "transfers"),
+    _pass("flows", pass_flows, "walks", "flows"),
+    _pass("kv", pass_kv, "transfers flows", "kv"),
+    _pass("partition", pass_partition, "transfers kv flows", "schedules"),
+    _pass("liveness", pass_liveness, "schedules", "frees"),
+    _pass("captures", pass_captures, "schedules", "captures"),
+    _pass("assemble", pass_assemble, "frees captures flows", "plan"),
 )
 
 
-def lower(checked: CheckResult, placement: Placement, source_name: str, placement_name: str) -> Plan:
+def check_order(passes: Collection[Pass]) -> None:
+    """Every pass's requirements are produced by passes before it; fuse comes before flatten."""
+    have: set[str] = set()
+    names = [p.name for p in passes]
+    for p in passes:
+        unknown = (p.requires | p.produces) - set(CHECKS)
+        if unknown:
+            raise LoweringOrderError(f"pass `{p.name}` names properties no check knows: {sorted(unknown)}")
+        missing = p.requires - have
+        if missing:
+            raise LoweringOrderError(f"pass `{p.name}` requires {sorted(missing)}, which no pass before it produces")
+        have |= p.produces
+    if "fuse" in names and "flatten" in names and names.index("fuse") > names.index("flatten"):
+        raise LoweringOrderError("pass `fuse` merges parallel branches: it must run before `flatten` removes them")
+
+
+def lower(checked: CheckResult, placement: Placement, source_name: str, placement_name: str,
+          skip: Collection[str] = ()) -> Plan:
+    """The plan; `skip` names optional passes to leave out (`{"fuse"}`: one call per parallel branch)."""
     assert checked.program is not None and checked.symbols is not None and checked.ok  # callers check first
+    unknown = set(skip) - {p.name for p in PASSES if p.optional}
+    if unknown:
+        raise ValueError(f"only optional passes can be skipped: {sorted(unknown)}")
+    passes = [p for p in PASSES if p.name not in skip]
+    check_order(passes)
     state = LowerState(checked.program, checked.symbols, placement, source_name, placement_name)
-    for _, run_pass in PASSES:
-        run_pass(state)
-    assert state.plan is not None
+    established: set[str] = set()
+    for p in passes:
+        p.run(state)
+        verify(state, set(p.produces))  # what the pass promised
+        established |= p.produces
+    verify(state, established)  # and no later pass undid an earlier one's work
     return state.plan
