@@ -14,7 +14,7 @@ from typing import Any
 from wgc.runtime.messages import FlowState, RequestInit
 
 from wgc.plan.model import Expr
-from wgc.semantics.flows import Finished, FlowCursor, FlowTable, RunWalk, Step
+from wgc.semantics.flows import Finished, FlowCursor, FlowTable, Position, RunWalk, Step
 
 Evaluate = Callable[[Expr, "str | None"], Any]
 
@@ -31,17 +31,13 @@ class Launch:
 
 def restore(table: FlowTable, state: FlowState, init: RequestInit, evaluate: Evaluate) -> FlowCursor:
     cursor = table.cursor([p.kind for p in init.parts], evaluate)
-    cursor.node = state.node
-    cursor.done = state.node == "done"
-    if state.each is not None:
-        cursor._each = table.eaches[state.each]
-        cursor._part, cursor._arm, cursor._pos = state.part, list(state.arm), state.pos
+    cursor.seek(Position(state.node, state.each, state.part, tuple(state.arm), state.pos))
     return cursor
 
 
 def snapshot(cursor: FlowCursor, before: FlowState, results: dict[str, Any], cut: list[str]) -> FlowState:
-    each = cursor._each.name if cursor._each is not None else None
-    return FlowState(before.flow, cursor.node, each, cursor._part, list(cursor._arm), cursor._pos,
+    at = cursor.position()
+    return FlowState(before.flow, at.node, at.each, at.part, list(at.arm), at.pos,
                      before.started + 1, results, dict(before.on_rank), cut)
 
 

@@ -126,6 +126,31 @@ def test_each_block_runs_first_matching_arm_per_part() -> None:
     assert got == [("t", 0), ("v", 1), ("v", 3), ("a", None)]
 
 
+def test_a_cursor_resumed_from_its_position_takes_the_same_steps() -> None:
+    """What the runtime does when a walk ends on another rank: position() travels, seek() resumes there."""
+    each = EachSpec("prompt", [EachArm("text", ["t"], None), EachArm("image", ["i", "v"], None)])
+    t = table({**chain("start", "prompt"), **chain("prompt", "a", "done")}, [each])
+    parts = ["text", "image", "image"]
+    whole = [(s.walk, s.feed, s.part) for s in steps(t.cursor(parts, Env()))]
+    for stop in range(1, len(whole) + 1):  # walk `stop` steps, hand over, finish on a fresh cursor
+        first = t.cursor(parts, Env())
+        step, seen = first.begin(), []
+        for _ in range(stop):
+            assert isinstance(step, RunWalk)
+            seen.append((step.walk, step.feed, step.part))
+            at, walk = first.position(), step.walk
+            step = first.finished(walk)
+        resumed = t.cursor(parts, Env())
+        resumed.seek(at)
+        assert resumed.position() == at if at.each is not None else resumed.position().node == at.node
+        assert resumed.may_run({"a"}) == (walk != "a")
+        step = resumed.finished(walk)
+        while isinstance(step, RunWalk):
+            seen.append((step.walk, step.feed, step.part))
+            step = resumed.finished(step.walk)
+        assert seen == whole and resumed.done
+
+
 def test_each_arm_conditions_see_the_part_kind_and_wildcard() -> None:
     each = EachSpec("all", [EachArm("_", ["t"], EBinary("==", EPartKind(), ELit("audio")))])
     t = table({**chain("start", "all"), **chain("all", "done")}, [each])

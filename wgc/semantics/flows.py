@@ -47,6 +47,18 @@ class Finished:
 Step = RunWalk | Finished
 
 
+@dataclass(frozen=True)
+class Position:
+    """Where a cursor stands, as plain data (the runtime carries it in a message to the next walk's rank):
+    its node and, inside an each-block, the block, the part, the arm's walks and the walk's place in them."""
+
+    node: str
+    each: str | None = None
+    part: int = 0
+    arm: tuple[str, ...] = ()
+    pos: int = 0
+
+
 class FlowError(Exception):
     def __init__(self, flow: str, node: str, message: str) -> None:
         super().__init__(f"flow `{flow}`, at `{node}`: {message}")
@@ -128,6 +140,18 @@ class FlowCursor:
 
     def begin(self) -> Step:
         return self._leave(START)
+
+    def position(self) -> Position:
+        each = self._each.name if self._each is not None else None
+        return Position(self.node, each, self._part, tuple(self._arm), self._pos)
+
+    def seek(self, at: Position) -> None:
+        """Stand where `at` says, as the cursor that made it did."""
+        self.node, self.done = at.node, at.node == DONE
+        if at.each is None:  # outside an each-block the rest means nothing: as a fresh cursor has it
+            self._each, self._part, self._arm, self._pos = None, 0, [], 0
+        else:
+            self._each, self._part, self._arm, self._pos = self.table.eaches[at.each], at.part, list(at.arm), at.pos
 
     def finished(self, walk: str) -> Step:
         if self.done or walk != self.node:
