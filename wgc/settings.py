@@ -1,6 +1,5 @@
 """Every environment knob wgc reads, in one place; all are prefixed WGC_.
 
-    WGC_CACHE_DIR        per-user cache (grammar tables); default $XDG_CACHE_HOME/wgc or ~/.cache/wgc
     WGC_MAX_NESTING      deepest bracket nesting a .walk program may use (64)
     WGC_CPU_KV_MEMORY    KV pool of a kv component whose placement sets neither kv_memory nor
                          kv_memory_fraction, on CPU ("256MiB")
@@ -38,16 +37,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-
-def cache_dir() -> Path:
-    """Per-user cache: WGC_CACHE_DIR, else $XDG_CACHE_HOME/wgc, else ~/.cache/wgc."""
-    explicit = os.environ.get("WGC_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "wgc"
 
 
 def max_nesting() -> int:
