@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from wgc.diag.sink import did_you_mean
 from wgc.lang.span import Span
 from wgc.placement.document import Node
-from wgc.placement.fields import Ctx, suggest
+from wgc.placement.fields import Ctx
 from wgc.placement.keys import CLUSTER, HOST, Fields, array_of, read_table
 from wgc.placement.schema import Cluster, Host, Transport
 from wgc.placement.tables import (
@@ -51,7 +52,7 @@ def _memory(f: Fields, device: str, ctx: Ctx) -> tuple[int | None, Span]:
     if device == "cuda" and gpu is not None and gpu not in GPU_MEMORY_MIB and not f.has("memory"):
         known = ", ".join(GPU_MEMORY_MIB)
         ctx.error("P003", f'unknown GPU model "{gpu}": its memory is not known', gpu_span,
-                  (*suggest(gpu, GPU_MEMORY_MIB), f"known models: {known}; or set cluster.memory"))
+                  (*did_you_mean(gpu, GPU_MEMORY_MIB), f"known models: {known}; or set cluster.memory"))
     if device == "cuda" and not f.has("gpu") and not f.has("memory"):
         ctx.error("P004", "a cuda cluster needs `gpu` (a known model) or `memory` (per device)", f.node.key)
     if memory_node is not None:

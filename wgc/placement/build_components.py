@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from wgc.diag.diagnostic import Note
+from wgc.diag.sink import did_you_mean
 from wgc.lang.span import Span
 from wgc.placement.build_engine import build_engine, check_engine_table
 from wgc.placement.facts import ComponentFacts, ProgramFacts
-from wgc.placement.fields import Ctx, suggest
+from wgc.placement.fields import Ctx
 from wgc.placement.keys import Fields
 from wgc.placement.schema import Cluster, ComponentPlacement
 
@@ -20,7 +21,7 @@ def build_components(top: Fields, facts: ProgramFacts, cluster: Cluster, ctx: Ct
     for name, (_, node) in listed.items():
         if name not in facts.components:
             ctx.error("P008", f"unknown component `{name}`: the program declares no such component", node.key,
-                      suggest(name, facts.components) or (_declared(facts),))
+                      did_you_mean(name, facts.components) or (_declared(facts),))
     out: dict[str, ComponentPlacement] = {}
     for name, comp in facts.components.items():
         entry = listed.get(name)

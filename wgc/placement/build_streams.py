@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from wgc.diag.sink import did_you_mean
 from wgc.placement.facts import ProgramFacts
-from wgc.placement.fields import Ctx, suggest
+from wgc.placement.fields import Ctx
 from wgc.placement.items import symbolic_dims
 from wgc.placement.keys import Fields
 from wgc.placement.schema import StreamSettings
@@ -15,7 +16,7 @@ def build_streams(top: Fields, facts: ProgramFacts, ctx: Ctx) -> tuple[StreamSet
         stream = facts.streams.get(name)
         if stream is None:
             ctx.error("P011", f"unknown stream `{name}`: the program declares no such stream", node.key,
-                      suggest(name, facts.streams) or ("the program's streams: " + (", ".join(facts.streams) or "none"),))
+                      did_you_mean(name, facts.streams) or ("the program's streams: " + (", ".join(facts.streams) or "none"),))
             continue
         if not isinstance(f, Fields):
             continue
@@ -25,7 +26,7 @@ def build_streams(top: Fields, facts: ProgramFacts, ctx: Ctx) -> tuple[StreamSet
             if dim not in symbolic:
                 shown = ", ".join(symbolic) or "none"
                 ctx.error("P021", f"the item type of stream `{name}` has no dim `{dim}`", at.key,
-                          (*suggest(dim, symbolic), f"its symbolic dims: {shown}"))
+                          (*did_you_mean(dim, symbolic), f"its symbolic dims: {shown}"))
             elif isinstance(value, int):
                 dims[dim] = value
         capacity = f.int("capacity")

@@ -8,9 +8,10 @@ every call pinned to exactly one copy.
 from __future__ import annotations
 
 from wgc.diag.diagnostic import Note
+from wgc.diag.sink import did_you_mean
 from wgc.placement.document import Node
 from wgc.placement.facts import CallSite, ProgramFacts, WalkFacts
-from wgc.placement.fields import Ctx, suggest
+from wgc.placement.fields import Ctx
 from wgc.placement.keys import Fields
 from wgc.placement.schema import ComponentPlacement, Pin, Ranks, WalkPlacement
 
@@ -21,7 +22,7 @@ def build_walks(top: Fields, facts: ProgramFacts, comps: dict[str, ComponentPlac
         walk = facts.walks.get(name)
         if walk is None:
             ctx.error("P009", f"unknown walk `{name}`: the program declares no such walk", node.key,
-                      suggest(name, facts.walks) or ("the program's walks: " + (", ".join(facts.walks) or "none"),))
+                      did_you_mean(name, facts.walks) or ("the program's walks: " + (", ".join(facts.walks) or "none"),))
             continue
         if not isinstance(f, Fields):
             continue
@@ -37,7 +38,7 @@ def _component_pins(
     pins = []
     for cname, (ranks, node) in f.rank_map("components").items():
         if cname not in facts.components:
-            ctx.error("P008", f"unknown component `{cname}`", node.key, suggest(cname, facts.components))
+            ctx.error("P008", f"unknown component `{cname}`", node.key, did_you_mean(cname, facts.components))
         elif cname not in walk.components:
             calls = ", ".join(sorted(walk.components)) or "no component"
             ctx.error("P016", f"walk `{walk.name}` never calls component `{cname}`", node.key,
@@ -55,7 +56,7 @@ def _branch_pins(
         if bname not in declared:
             shown = ", ".join(declared)
             known = f"its branches: {shown}" if declared else f"walk `{walk.name}` has no `parallel` block"
-            ctx.error("P010", f"walk `{walk.name}` has no branch `{bname}`", node.key, (*suggest(bname, declared), known))
+            ctx.error("P010", f"walk `{walk.name}` has no branch `{bname}`", node.key, (*did_you_mean(bname, declared), known))
             continue
         callees = [comps[c] for c in sorted(walk.in_branch(bname)) if c in comps]
         if all(_whole_copies(c, ranks, node, ctx) for c in callees):

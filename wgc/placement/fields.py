@@ -10,8 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from wgc.diag.diagnostic import Diagnostic
-from wgc.diag.sink import Sink
-from wgc.diag.sink import did_you_mean as suggest  # the readers' name for it (build_*.py, keys.py)
+from wgc.diag.sink import Sink, did_you_mean
 from wgc.placement.document import Node, dotted
 from wgc.placement.tables import MAX_INTEGER, MAX_RANKS, MAX_SIZE
 from wgc.placement.units import fmt_bytes, parse_size
@@ -55,7 +54,7 @@ def choice(options: Mapping[str, object] | tuple[str, ...], what: str) -> Reader
         if value is None or value in options:
             return value
         listed = ", ".join(f'"{o}"' for o in options)
-        ctx.error("P003", f'unknown {what} "{value}" (one of {listed})', node.span, suggest(value, options))
+        ctx.error("P003", f'unknown {what} "{value}" (one of {listed})', node.span, did_you_mean(value, options))
         return None
 
     return read

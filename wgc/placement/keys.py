@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from wgc.diag.sink import did_you_mean
 from wgc.lang.span import Span
 from wgc.placement.document import Node
 from wgc.placement.fields import (
@@ -26,7 +27,6 @@ from wgc.placement.fields import (
     rank_set,
     size,
     string,
-    suggest,
 )
 from wgc.placement.serve_limits import LIMIT_KEYS
 from wgc.placement.tables import (
@@ -110,7 +110,7 @@ def read_table(node: Node, spec: Spec, ctx: Ctx) -> Fields | None:
         if key is None:
             shown = ", ".join(spec)
             ctx.error("P002", f"unknown key `{name}` {_in(what)}", child.key,
-                      (*suggest(name, spec), f"the keys of {what} are: {shown}"))
+                      (*did_you_mean(name, spec), f"the keys of {what} are: {shown}"))
             continue
         value = key.read(child, ctx)
         if value is not None:
