@@ -10,7 +10,7 @@ counts, these CPUs are noisy):
 - `plain`: every product through F.linear (WGC_CPU_PACKED_LINEAR=0's path) and every step planned
   by the general plan (`TorchAttention(fast_decode=False)`);
 - `fast`: the products through oneDNN over packed weights (runtime/engines/cpu_linear.py, what a
-  kv component sets up on CPU) and decode steps by `plan_decode` (whole-page gathers, grouped queries).
+  kv component sets up on CPU) and decode steps by `plan_decode` (a smaller plan, grouped queries).
 Both must give the same greedy tokens (the table says so per row). `--profile` prints torch.profiler's
 top operators of one decode run per engine (the profile that explains the ratio).
 Prints a markdown table; writes bench/out/engine_speed.md and engine_speed.png.

@@ -12,6 +12,9 @@ q: [sum n_b, heads, head_dim]; new token i sits at position L_b + i.
 - write=True: the new keys/values go into the pages at L_b .. L_b + n_b - 1, then attention reads
   the pages. write=False (a frozen prefix): the pages are only read; the new tokens' own keys and
   values are passed in directly and attended after the L_b cached positions, and nothing is written.
+A decode step (one written token per sequence, the common case) has its own plan, `plan_decode`:
+fewer host ops, no query gather or output scatter, grouped queries laid out per kv head (profiled on
+CPU: the general plan was a tenth of a small model's step; bench/engine_speed.py).
 Backends plan once per step (host-side metadata, shared by every layer) and attend once per layer;
 both also have `plan_async` (the plan on a side thread), which `plan_ahead.py` uses to plan decode
 step N+1 while step N runs.
@@ -115,7 +118,6 @@ class TorchPlan:
     out_index: Tensor  # [sum n] int64: row of the padded [B * Q] output holding each packed token
     mask: Tensor | None  # [B, 1, Q, K] bool, True = attend; K = K_pages (+ Q when not writing); None = all
     decode: bool = False  # one new token per sequence, written: q_index and out_index are the identity
-    key_pages: Tensor | None = None  # decode: [B, P] page of each row's keys, gathered whole (mask [B, 1, 1, P * size])
 
 
 def plan_torch(batch: AttentionBatch, device: torch.device | str = "cpu", fast_decode: bool = True) -> TorchPlan:
@@ -158,10 +160,10 @@ def plan_torch(batch: AttentionBatch, device: torch.device | str = "cpu", fast_d
 
 def plan_decode(batch: AttentionBatch, device: torch.device | str = "cpu") -> TorchPlan:
     """`plan_torch` of a decode step (every sequence one new token, written), in a dozen tensor ops
-    instead of forty. A token attends to every key of its row (causal and prefix agree) and the
-    query and output rows are the packed ones. Keys are gathered by whole pages (`key_pages`: one
-    copy of page_size * kv_heads * head_dim values per page instead of one per slot), P pages a row
-    and the slots past its length masked. `key_slots` is the general plan's, for export and tests."""
+    instead of forty (half the host time, measured): a token attends to every key of its row
+    (causal and prefix agree), the query and output rows are the packed ones, and each row's key
+    slots are its pages' consecutive slots, those past its length masked. The same fields as the
+    general plan (tests/engines/test_cpu_fast_paths.py holds them equal)."""
     size = batch.page_size
     lengths = [c + 1 for c in batch.cached_lengths]  # keys per row, the new one included
     width = max(lengths)  # K
@@ -175,9 +177,9 @@ def plan_decode(batch: AttentionBatch, device: torch.device | str = "cpu") -> To
     key_slots = slots[:, :width].masked_fill(~valid[:, :width], 0)  # [B, K]
     write_slots = slots.gather(1, (kv_len - 1)[:, None])[:, 0]  # [B]
     order = torch.arange(rows)  # [B]
-    mask = None if min(lengths) == pages * size else valid[:, None, None, :].to(device)  # [B, 1, 1, P * size]
+    mask = None if min(lengths) == width else valid[:, None, None, :width].to(device)  # [B, 1, 1, K]
     return TorchPlan(True, write_slots.to(device), key_slots.to(device), order[:, None].to(device),
-                     order.to(device), mask, decode=True, key_pages=table.to(device))
+                     order.to(device), mask, decode=True)
 
 
 def _pad_tables(tables: Sequence[Sequence[int]]) -> Tensor:
@@ -228,16 +230,14 @@ def _gather(rows: Tensor, index: Tensor) -> Tensor:
 
 
 def _attend_decode(plan: TorchPlan, q: Tensor, k_pages: Tensor, v_pages: Tensor, scale: float | None) -> Tensor:
-    """A decode step's attention: keys gathered by whole pages, no query gather or output scatter
-    (both the identity), and grouped queries laid out as their kv head's rows (q [B, kv_heads,
-    group, d] against keys [B, kv_heads, K, d]: query head h reads kv head h // group, SDPA's
-    enable_gqa pairing) so no key is repeated."""
-    assert plan.key_pages is not None
+    """A decode step's attention: no query gather or output scatter (both the identity), and grouped
+    queries laid out as their kv head's rows (q [B, kv_heads, group, d] against keys [B, kv_heads,
+    K, d]: query head h reads kv head h // group, SDPA's enable_gqa pairing) so no key is repeated.
+    (Gathering whole pages instead of slots was tried: no faster, and it reads the last page's padding.)"""
     batch_size, heads, head_dim = q.shape
     kv_heads = k_pages.shape[2]
-    width = plan.key_pages.shape[1] * k_pages.shape[1]  # P * page_size
-    keys = _gather(k_pages, plan.key_pages).view(batch_size, width, kv_heads, head_dim)  # [B, P * size, kv_heads, d]
-    values = _gather(v_pages, plan.key_pages).view(batch_size, width, kv_heads, -1)  # [B, P * size, kv_heads, d]
+    keys = _gather(k_pages.view(-1, kv_heads, head_dim), plan.key_slots)  # [B, K, kv_heads, d]
+    values = _gather(v_pages.view(-1, kv_heads, v_pages.shape[3]), plan.key_slots)  # [B, K, kv_heads, d]
     grouped = q.reshape(batch_size, kv_heads, heads // kv_heads, head_dim)  # [B, kv_heads, group, d]
     out = F.scaled_dot_product_attention(
         grouped, keys.transpose(1, 2).to(q.dtype), values.transpose(1, 2).to(q.dtype),

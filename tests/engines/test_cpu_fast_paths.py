@@ -1,5 +1,5 @@
 """The CPU fast paths of the engine compute what the plain paths compute: the decode plan
-(`plan_decode`: whole-page gathers, grouped queries) against the general plan and the definition,
+(`plan_decode`, grouped queries) against the general plan and the definition,
 the positions of a decode step, and the products over packed weights (`cpu_linear.py`) against
 F.linear — including a weight written after it was packed, two modules never sharing a pack, a
 copied model, autograd, and the kv component setting it up on CPU."""
@@ -53,10 +53,10 @@ def test_decode_plan_writes_and_reads_the_general_plans_slots() -> None:
     assert torch.equal(fast.write_slots, general.write_slots)
     assert torch.equal(fast.key_slots, general.key_slots)
     assert torch.equal(fast.q_index, general.q_index) and torch.equal(fast.out_index, general.out_index)
-    assert fast.key_pages is not None and fast.key_pages.shape == (len(cached), 5)  # 18 keys: 5 pages of 4
-    width = fast.key_pages.shape[1] * PAGE
-    expect = torch.arange(width)[None, :] < torch.tensor(cached)[:, None] + 1
-    assert fast.mask is not None and torch.equal(fast.mask[:, 0, 0], expect)
+    assert fast.mask is not None and general.mask is not None
+    assert torch.equal(fast.mask[:, 0, 0], general.mask[:, 0, 0])
+    uniform = plan_torch(AttentionBatch(tables[:1] * 2, [cached[0]] * 2, [1, 1], PAGE))
+    assert uniform.mask is None  # rows of one length attend to every key: no mask at all
 
 
 def test_a_prefill_or_a_frozen_step_keeps_the_general_plan() -> None:
