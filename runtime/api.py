@@ -41,6 +41,7 @@ from wgc.runtime.process.handle import CancelResult, RequestFailed, RequestHandl
 from wgc.runtime.process.members import Members
 from wgc.runtime.process.membership import plan_sha256
 from wgc.runtime.process.modules import ModuleRefused, allowed_prefixes, check_components
+from wgc.runtime.process.store import HeadStore, needs_store
 from wgc.runtime.process.supervisor import Supervisor
 
 from wgc import __version__
@@ -110,6 +111,7 @@ class Runtime:
                                       local=head.ranks if head else None, expected=range(len(plan.ranks)),
                                       env=head.env if head else None)
         self._members: Members | None = None
+        self._store: HeadStore | None = None
         if head is not None:
             self._members = Members(plan, plan_sha256(plan), __version__, host_timeout(), self._rank_down,
                                     self._joined)
@@ -143,6 +145,8 @@ class Runtime:
             runtime._coordinator.start()
             if runtime._members is not None:
                 runtime._members.start()
+            if needs_store(loaded) and not fake:  # the rendezvous of the TP groups, on the head's address
+                runtime._store = HeadStore(loaded)
             runtime._supervisor.start()
             await runtime._supervisor.wait_ready(ready_timeout)
             runtime.ready_at = time.time()
@@ -271,6 +275,8 @@ class Runtime:
             await self._supervisor.stop(self._coordinator.shutdown, grace)
         finally:
             await self._coordinator.close()
+            if self._store is not None:
+                self._store.close()
             shutil.rmtree(self._run_dir, ignore_errors=True)
 
 

@@ -28,6 +28,7 @@ from wgc.models.layers import LlamaModel
 from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.layers.llama_weights import load_llama, read_config
 from wgc.models.layers.paged_llama import PagedLlama, random_llama
+from wgc.models.layers.tensor_parallel import shard_component
 from wgc.models.orpheus.config import OrpheusConfig
 from wgc.models.orpheus.vocab import TokenMap, encode_prompt, load_tokenizer, tiny_tokenizer
 from wgc.models.weights_io import announce, choose
@@ -90,9 +91,6 @@ class LanguageModel(PagedLlama):
         side thread only contends with the runtime for the GIL: the bench's decode steps ran 20-50%
         slower with it)."""
         super().__init__(spec, rank, device)
-        if spec.tp > 1:
-            raise ValueError(f"orpheus {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented; "
-                             "place a whole model on each rank")
         self.torch_device = torch.device(device)
         weights, fallback = choose(weights, preset is not None or config is not None, "WGC_ORPHEUS_DIR")
         if weights is None and config is None:
@@ -114,6 +112,7 @@ class LanguageModel(PagedLlama):
             self.source = f"{self.config.name} {'config' if config is not None else 'preset'}, random weights"
         self.map = TokenMap(self.config.vocab)
         self.seed = seed
+        model = shard_component(spec, model)  # tp > 1: this rank's shard (models/layers/tensor_parallel.py)
         self.start_engine(model, dtype, graph_context, plan_ahead)
         announce("orpheus", spec.name, "WGC_ORPHEUS_DIR" if fallback else None, "the tiny preset", self.source,
                  self.where)

@@ -25,6 +25,7 @@ from wgc.runtime.process.endpoints import Endpoints
 from wgc.runtime.process.gate import InitGate
 from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
 from wgc.runtime.worker.startup import Make, Step, start_rank
+from wgc.runtime.worker.tp_group import build_groups
 
 from wgc.plan.model import ComponentSpec, Plan
 from wgc.settings import cpu_threads
@@ -71,6 +72,8 @@ class Worker:
             self.inbox = wire.pull_socket(self.ctx, endpoints.binds_of_rank(rank))
             self.outboxes = {r: wire.push_socket(self.ctx, ep) for r, ep in enumerate(endpoints.ranks) if r != rank}
             self.outboxes[COORDINATOR] = wire.push_socket(self.ctx, endpoints.coordinator)
+            if not fake:  # every communicator before the components, and before Ready (tp_group.py)
+                build_groups(plan, rank, self.progress)
             started = start_rank(plan, rank, component_maker(plan, rank, fake), self.progress)
         except BaseException:
             self.ctx.destroy(linger=0)

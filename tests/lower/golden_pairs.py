@@ -21,6 +21,7 @@ PAIRS: list[tuple[str, str]] = [
     ("orpheus", "orpheus-pd"),
     ("orpheus", "orpheus-cpu2"),
     ("orpheus", "orpheus-cpu2-hosts"),
+    ("orpheus", "orpheus-tp2-hosts"),
     ("pi05", "cpu"),
     ("pi05", "1xh100"),
     ("qwen3_omni", "cpu"),

@@ -27,6 +27,7 @@ SERVES: dict[str, tuple[str, ...]] = {
     "orpheus-pd.toml": ("orpheus",),
     "orpheus-cpu2.toml": ("orpheus",),
     "orpheus-cpu2-hosts.toml": ("orpheus",),
+    "orpheus-tp2-hosts.toml": ("orpheus",),
     "qwen3-omni-cpu2.toml": ("qwen3_omni",),
     "llama-cpu.toml": ("llama",),
 }

@@ -1,0 +1,104 @@
+"""The ranks of a tensor-parallel copy agree on every batch: its first rank decides, the others follow.
+
+Every rank of a TP copy runs the same RUNs (the lowering puts the call on the whole group), but
+each batches whatever instances have reached a RUN in its own mailbox: inputs arrive in different
+orders on different ranks, so two ranks could batch differently, and their collectives would then
+mismatch (a hang, or silently wrong sums; Gloo aborts on a size mismatch). So, per round:
+
+- the leader (the copy's first rank) sends a `TpBatch` for each batch of the component it is about
+  to dispatch: the instances, in lane order, in dispatch order;
+- a follower runs the component's batches only as decided, in the decisions' order, each with
+  exactly the decided instances in the decided order; an instance the leader has not decided on
+  yet waits at its RUN (deferred); a decision whose instances have not all arrived waits, and so
+  do the ones behind it (the collectives of one group must run in one order).
+
+What the scheduler does inside a batch (token grants, deferrals) is the same on every rank: the
+ranks' KV pools are shards of one geometry, equally sized, and the inputs are the same.
+Speculation is off in loops with a TP RUN (`no_speculation`): a speculative iteration runs on the
+rank that evaluates the stop, not on the others, and would leave one rank's collective unmatched.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from wgc.runtime.messages import Message, TpBatch
+from wgc.runtime.worker.instance import Instance
+
+from wgc.plan import model as m
+from wgc.plan.ports import tp_groups
+
+Key = tuple[str, str]  # (component, entry)
+
+
+class TpAgreement:
+    def __init__(self, plan: m.Plan, rank: int) -> None:
+        self.leads: dict[str, list[int]] = {}  # component → its followers, where this rank leads the copy
+        self.follows: dict[str, int] = {}  # component → the leader, where this rank follows
+        for name, ranks in tp_groups(plan):
+            if rank in ranks:
+                if ranks[0] == rank:
+                    self.leads[name] = list(ranks[1:])
+                else:
+                    self.follows[name] = ranks[0]
+        self.active = bool(self.leads or self.follows)
+        self.decisions: dict[str, deque[TpBatch]] = {c: deque() for c in self.follows}
+        self.held = 0
+        self._no_spec: dict[tuple[int, int], bool] = {}
+
+    def decided(self, msg: TpBatch) -> None:
+        self.decisions.setdefault(msg.component, deque()).append(msg)
+
+    def no_speculation(self, code: list[Any], head: int, tail: int) -> bool:
+        """Whether the loop at code[head:tail] runs a RUN of a TP component of this rank."""
+        if not self.active:
+            return False
+        key = (id(code), head)
+        if key not in self._no_spec:
+            self._no_spec[key] = any(isinstance(i, m.Run) and (i.component in self.leads or i.component in self.follows)
+                                     for i in code[head:tail])
+        return self._no_spec[key]
+
+    def agree(self, batches: dict[Key, list[Instance]], order: list[Key],
+              post: Callable[[int, Message], None]) -> tuple[list[Instance], list[Key]]:
+        """Announce this rank's decisions, or follow the leader's: (instances to hold back, dispatch order).
+        `batches` is changed in place (a follower's batches become the decided ones)."""
+        if not self.active:
+            return [], order
+        out: list[Key] = []
+        for key in order:
+            group = batches[key]
+            if key[0] in self.leads and group:
+                msg = TpBatch(key[0], key[1], [[i.request, i.key] for i in group])
+                for follower in self.leads[key[0]]:
+                    post(follower, msg)
+            if key[0] not in self.follows:
+                out.append(key)
+        held: list[Instance] = []
+        for component in self.follows:
+            held += self._follow(component, batches, out)
+        self.held += len(held)
+        return held, out
+
+    def _follow(self, component: str, batches: dict[Key, list[Instance]], out: list[Key]) -> list[Instance]:
+        mine = {key: group for key, group in batches.items() if key[0] == component}
+        here = {(i.request, i.key): i for group in mine.values() for i in group}
+        used: set[int] = set()
+        queue = self.decisions[component]
+        while queue:
+            decision = queue[0]
+            key = (component, decision.entry)
+            group = [here.get((int(r), str(k))) for r, k in decision.instances]
+            if key in out or any(i is None for i in group):
+                break  # one batch per entry a round; or the decided instances are not all here yet
+            queue.popleft()
+            batches[key] = [i for i in group if i is not None]
+            used.update(id(i) for i in batches[key])
+            out.append(key)
+        held = [i for i in here.values() if id(i) not in used]
+        for key in mine:
+            if key not in out:
+                batches[key] = []
+        return held
