@@ -6,6 +6,7 @@ models) and against models/NAME.walk where it exists. cpu.toml is generic: every
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from tests.placement.helpers import MODELS, PLACEMENTS, STAND_INS, parse_file, real_model, rendered, stand_in
 from wgc.lang import ast
 from wgc.placement import estimate_memory, load_placement
+from wgc.placement.schema import Placement
 
 # placement → the models it serves. Generic files serve several.
 SERVES: dict[str, tuple[str, ...]] = {
@@ -53,24 +55,52 @@ def test_every_shipped_placement_has_a_header_comment() -> None:
         assert first.startswith(f"# {name}:"), name
 
 
+def _file_cluster(path: Path) -> dict:
+    """The [cluster] table the file itself writes (its base's is merged under it when loaded)."""
+    return tomllib.loads(path.read_text(encoding="utf-8")).get("cluster", {})
+
+
+def assert_placed(loaded: Placement, program: ast.Program, path: Path) -> None:
+    """What a placement that loads must hold: every component of the program, in order, on ranks the
+    cluster has, every rank used, the cluster the file writes, one memory row per rank, all fitting."""
+    names = [d.name for d in program.decls if isinstance(d, ast.Component)]
+    assert [c.name for c in loaded.components] == names
+    ranks = set(range(loaded.cluster.ranks))
+    for c in loaded.components:
+        assert c.ranks and set(c.ranks) <= ranks and len(c.ranks) % c.tp == 0, c
+    assert {r for c in loaded.components for r in c.ranks} == ranks  # no rank left idle
+    assert (loaded.cluster.device == "cuda") == (loaded.cluster.gpu is not None)
+    written = _file_cluster(path)
+    for key in ("device", "ranks", "gpu"):
+        if key in written:
+            assert getattr(loaded.cluster, key) == written[key], key
+    table = estimate_memory(loaded, program)
+    assert [r.rank for r in table.ranks] == sorted(ranks) and all(r.fits for r in table.ranks)
+
+
 @pytest.mark.parametrize(("placement", "model"), CASES, ids=[f"{p}-{m}" for p, m in CASES])
 def test_loads_cleanly(placement: str, model: str) -> None:
     for origin, program in _programs(model):
         loaded, diags = load_placement(PLACEMENTS / placement, program)
         assert not diags, f"{origin}{model}:\n{rendered(diags)}"
         assert loaded is not None
-        assert all(r.fits for r in estimate_memory(loaded, program).ranks)
+        assert_placed(loaded, program, PLACEMENTS / placement)
 
 
 MODEL_FILES = sorted(MODELS.glob("*.walk"))
 
 
-@pytest.mark.parametrize("path", MODEL_FILES or [None], ids=lambda p: p.stem if p else "none")
-def test_cpu_serves_every_model_present(path: Path | None) -> None:
-    if path is None:
-        pytest.skip("no models/*.walk written yet")
-    loaded, diags = load_placement(PLACEMENTS / "cpu.toml", parse_file(path))
-    assert loaded is not None, rendered(diags)
+def test_every_model_is_a_file() -> None:
+    assert {p.stem for p in MODEL_FILES} >= {"bagel", "orpheus", "pi05", "qwen3_omni", "vjepa2_ac"}
+
+
+@pytest.mark.parametrize("path", MODEL_FILES, ids=lambda p: p.stem)
+def test_cpu_serves_every_model_present(path: Path) -> None:
+    program = parse_file(path)
+    loaded, diags = load_placement(PLACEMENTS / "cpu.toml", program)
+    assert loaded is not None and not diags, rendered(diags)
+    assert loaded.cluster.device == "cpu" and loaded.cluster.ranks == 1
+    assert_placed(loaded, program, PLACEMENTS / "cpu.toml")
 
 
 def test_qwen3_omni_does_not_fit_one_h100() -> None:
