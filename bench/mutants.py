@@ -61,7 +61,7 @@ MUTANTS = (
     Mutant("speculation-keeps-the-wasted-frame", "rollback", "runtime/worker/interpret.py",
            "            else:\n                inst.frame[name] = value", "            else:\n                pass",
            ("tests/runtime/test_semantics.py", "tests/runtime/test_pop_speculation.py",
-            "tests/runtime/test_split_stop.py")),
+            "tests/runtime/test_split_stop.py", "tests/runtime/test_rollback.py")),
     Mutant("admission-ignores-max-running", "admission", "runtime/http/admission.py",
            "if not self._waiting and self.running + weight <= self.capacity.max_running:", "if True:",
            ("tests/http/test_capacity.py", "tests/http/test_parts.py", "tests/runtime/test_api.py")),
@@ -75,7 +75,8 @@ MUTANTS = (
     Mutant("pop-returns-no-credit", "stream credits", "runtime/worker/interpret.py",
            "        inst.frame[ins.output] = got.value\n        self._credit(inst.request, spec.name, end, before)",
            "        inst.frame[ins.output] = got.value",
-           ("tests/runtime/test_stream_properties.py", "tests/runtime/test_semantics.py")),
+           ("tests/runtime/test_stream_properties.py", "tests/runtime/test_semantics.py",
+            "tests/runtime/test_stream_credit.py")),
 )
 
 _SITE = '''"""Written by bench/mutants.py: the wgc packages come from this copy of the tree."""
