@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
@@ -71,6 +72,12 @@ SIGLIP_HEAD_DIM = 72
 log = logging.getLogger("wgc.models.pi05")
 
 
+def checkpoint_name(part: str) -> Callable[[str], str]:
+    """Our parameter name -> the checkpoint's, for each part: "tower", "prefix", "expert", "heads"."""
+    return {"tower": lambda n: VISION + n, "prefix": lambda n: EMBEDDING if n == "embed_tokens.weight" else LANGUAGE + n,
+            "expert": lambda n: EXPERT + n, "heads": lambda n: n}[part]
+
+
 def _layers(found: Found, prefix: str) -> int:
     pattern = re.compile(re.escape(prefix) + r"(\d+)\.")
     return 1 + max((int(m.group(1)) for n in found if (m := pattern.match(n))), default=-1)
@@ -85,8 +92,8 @@ class Checkpoint:
             raise WeightsError(f"{self.directory}: not a directory (a lerobot pi05_base-layout checkpoint)")
         self.raw = read_json(self.directory / CONFIG, f"{self.directory / CONFIG}: missing (lerobot's PI05Config)")
         found = read_checkpoint(self.directory)
-        outer = bool(found) and all(n.startswith("model.") for n in found)
-        self.found: dict[str, Any] = {n.removeprefix("model.") if outer else n: e for n, e in found.items()}
+        self.outer = "model." if found and all(n.startswith("model.") for n in found) else ""
+        self.found: dict[str, Any] = {n.removeprefix(self.outer): e for n, e in found.items()}
         self.config = self._config()
 
     # ---- the config --------------------------------------------------------------------------
@@ -141,14 +148,19 @@ class Checkpoint:
 
     # ---- the parts ---------------------------------------------------------------------------
 
-    def _load(self, module: nn.Module, names: dict[str, str], device: torch.device, dtype: torch.dtype) -> nn.Module:
-        """Check the part's tensors (ours -> checkpoint name), allocate, read each once."""
+    def _load(self, module: nn.Module, part_name: str, device: torch.device, dtype: torch.dtype) -> nn.Module:
+        """Check the part's tensors, allocate, read each once."""
+        name = checkpoint_name(part_name)
+        names = {n: name(n) for n, _ in module.named_parameters()}
         expected = {names[n]: tuple(p.shape) for n, p in module.named_parameters()}
         part = {n: e for n, e in self.found.items() if n in expected}
         check_tensors(part, expected, self._file())
         module = allocate(module, device, dtype)
+        if isinstance(module, LlamaModel):  # allocating each module's parameters apart unties the head
+            module.lm_head.weight = module.embed_tokens.weight
         params = dict(module.named_parameters())
-        load_tensors({names[n]: params[n] for n in params}, part)
+        load_tensors({self.outer + names[n]: params[n] for n in params},
+                     {self.outer + n: e for n, e in part.items()})
         return module.eval()
 
     def _file(self) -> Path:
@@ -158,23 +170,20 @@ class Checkpoint:
         """Every tensor belongs to some part or is known to be unused."""
         c = self.config
         known: set[str] = set()
-        for module, name in ((meta_module(lambda: Tower(c.vision)), lambda n: VISION + n),
-                             (meta_module(lambda: LlamaModel(c.prefix)), self._prefix_name),
-                             (meta_module(lambda: ActionExpert(c)), lambda n: EXPERT + n),
-                             (meta_module(lambda: ActionHeads(c)), lambda n: n)):
+        for module, part in ((meta_module(lambda: Tower(c.vision)), "tower"),
+                             (meta_module(lambda: LlamaModel(c.prefix)), "prefix"),
+                             (meta_module(lambda: ActionExpert(c)), "expert"),
+                             (meta_module(lambda: ActionHeads(c)), "heads")):
+            name = checkpoint_name(part)
             known.update(name(n) for n, _ in module.named_parameters())
         unexpected = [n for n in self.found if n not in known and not n.startswith(UNUSED)]
         if unexpected:
             check_tensors({n: self.found[n] for n in unexpected}, {}, self._file())
 
-    @staticmethod
-    def _prefix_name(name: str) -> str:
-        return EMBEDDING if name == "embed_tokens.weight" else LANGUAGE + name
-
     def tower(self, device: torch.device, dtype: torch.dtype) -> Tower:
         self.check_unexpected()
         module = meta_module(lambda: Tower(self.config.vision))
-        return self._load(module, {n: VISION + n for n, _ in module.named_parameters()}, device, dtype)  # type: ignore[return-value]
+        return self._load(module, "tower", device, dtype)  # type: ignore[return-value]
 
     def language(self, device: torch.device, dtype: torch.dtype) -> tuple[LlamaModel, ActionExpert, ActionHeads]:
         self.check_unexpected()
@@ -182,9 +191,8 @@ class Checkpoint:
         prefix = meta_module(lambda: LlamaModel(c.prefix))
         expert = meta_module(lambda: ActionExpert(c))
         heads = meta_module(lambda: ActionHeads(c))
-        return (self._load(prefix, {n: self._prefix_name(n) for n, _ in prefix.named_parameters()}, device, dtype),
-                self._load(expert, {n: EXPERT + n for n, _ in expert.named_parameters()}, device, dtype),
-                self._load(heads, {n: n for n, _ in heads.named_parameters()}, device, dtype))  # type: ignore[return-value]
+        return (self._load(prefix, "prefix", device, dtype), self._load(expert, "expert", device, dtype),  # type: ignore[return-value]
+                self._load(heads, "heads", device, dtype))
 
     def tokenizer(self) -> Tokenizer:
         try:

@@ -292,7 +292,12 @@ def test_cancel_of_a_streaming_request_frees_its_stream_ends(tmp_path: Path) -> 
 
 
 def test_a_rank_that_cannot_start_is_named(tmp_path: Path) -> None:
-    path = compiled(tmp_path, "pi05", "cpu.toml")  # no Python components for pi05 (yet)
+    # pi05.walk naming a component module that does not exist
+    source = (ROOT / "models" / "pi05.walk").read_text().replace("import wgc.models.pi05 as", "import wgc.models.absent as")
+    result = compile_program("absent.walk", source, str(ROOT / "placements" / "cpu.toml"))
+    assert result.data is not None, [d.message for d in result.diagnostics]
+    path = tmp_path / "absent.plan"
+    path.write_bytes(result.data)
     with pytest.raises(StartError, match=r"rank 0 could not start: exited with code 3: component class wgc\.models"):
         run(Runtime.start(path))  # no --fake: the model's component classes are needed
 
