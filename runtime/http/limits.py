@@ -1,6 +1,6 @@
 """The server's limits on one request, each checked before the work it bounds (docs/http.md, Limits).
 
-A limit has one name in a placement's `[serve]` table (wgc/placement/serve_limits.py reads it into
+A limit has one name in a placement's `[serve]` table (wgc/placement/spec.py, `ServeTable`, reads it into
 the plan's settings as `serve.<name>`) and on the command line (`--limit max_images=4`); the command
 line wins over the plan, the plan over the defaults here. Refusals name the limit:
 

@@ -238,7 +238,7 @@ def test_a_bad_limit_on_the_command_line_is_a_usage_error(toy_plan: Path) -> Non
 def test_every_limit_has_its_placement_key_and_the_command_line_wins() -> None:
     from wgc.runtime.http.limits import Limits
 
-    from wgc.placement.serve_limits import LIMIT_KEYS
+    from wgc.placement.spec import LIMIT_KEYS
     from wgc.plan.model import Setting
 
     assert tuple(LIMIT_KEYS) == Limits.names()

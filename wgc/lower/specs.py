@@ -6,7 +6,7 @@ from wgc.check.context import Symbols
 from wgc.check.policies import policy_values
 from wgc.lang import ast
 from wgc.lower.ir import WalkIR, all_ops
-from wgc.placement.build_engine import default_token_budget
+from wgc.placement.engines import default_token_budget
 from wgc.placement.memory import MemoryTable, capacity_of
 from wgc.placement.schema import Engine, Placement
 from wgc.plan.model import ComponentSpec, EntrySpec, MemoryRow, ParamSpec, Setting, StreamSpec, WalkSpec

@@ -3,9 +3,11 @@
     placement, diagnostics = load_placement(Path("placements/3xh100.toml"), program)
     table = estimate_memory(placement, program)   # per-rank memory, as `wgc inspect` shows it
 
-The life of a placement file: document (tomllib values + `locate` positions) → extends (bases
-merged) → build (schema tables in `keys.py`, checked against the program's facts) → fit
-(memory table, arithmetic per rank). Codes P001.. are in `codes.py`.
+The life of a placement file, in one pass (`load.py`): document (tomllib values + `locate`
+positions) → extends (bases merged) → the schema (`spec.py`: one typed struct per table, each key
+with its reader, bounds and default) → the rules between keys and against the program's facts
+(`cluster.py`, `placing.py`, `engines.py`) → fit (memory table, arithmetic per rank). Codes
+P001.. are in `codes.py`.
 """
 
 from wgc.placement.codes import PLACEMENT_CODES

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from wgc.diag.diagnostic import Diagnostic
 from wgc.diag.sink import Sink, did_you_mean
 from wgc.placement.document import Node, dotted
-from wgc.placement.tables import MAX_INTEGER, MAX_RANKS, MAX_SIZE
+from wgc.placement.tables import MAX_INTEGER, MAX_RANKS, MAX_SECONDS, MAX_SIZE
 from wgc.placement.units import fmt_bytes, parse_size
 
 
@@ -89,6 +89,16 @@ def number(node: Node, ctx: Ctx) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return _wrong(node, ctx, "a number")
+
+
+def seconds(node: Node, ctx: Ctx) -> float | None:
+    """A duration in seconds: a number above 0 and at most MAX_SECONDS (a day)."""
+    value = node.value
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= MAX_SECONDS:
+        return float(value)
+    ctx.error("P003", f"`{node.path[-1]}`: expected seconds, a number above 0 and at most {MAX_SECONDS:g}, found "
+              f"{value!r}"[:200], node.span)
+    return None
 
 
 def _number(value: int) -> str:

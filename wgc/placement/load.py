@@ -1,18 +1,28 @@
-"""The public entry: read a placement file (and its bases), check it against a program."""
+"""The public entry: read a placement file (and its bases), check it against a program.
+
+One pass: the text and its `extends` bases into one tree of located nodes (document.py,
+extends.py), that tree into the typed structs of the schema (spec.py), the structs checked
+against each other and the program's facts into a `Placement` (cluster.py, placing.py,
+engines.py), then the memory fit (memory.py, fit.py).
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from wgc.diag.diagnostic import Diagnostic, sort_key
 from wgc.lang import ast
-from wgc.placement.build import build_placement
+from wgc.placement.cluster import build_cluster, build_transport
+from wgc.placement.document import Node
 from wgc.placement.extends import load_with_bases
-from wgc.placement.facts import program_facts
+from wgc.placement.facts import ProgramFacts, program_facts
 from wgc.placement.fields import Ctx
 from wgc.placement.fit import fit_diagnostics
 from wgc.placement.memory import estimate
-from wgc.placement.schema import Placement
+from wgc.placement.placing import check_routing, place_components, place_streams, place_walks
+from wgc.placement.schema import Placement, Serve
+from wgc.placement.spec import LIMIT_KEYS, ClusterTable, TopTable, read
 
 
 def load_placement(path: Path, program: ast.Program) -> tuple[Placement | None, list[Diagnostic]]:
@@ -26,8 +36,41 @@ def load_placement(path: Path, program: ast.Program) -> tuple[Placement | None, 
         return None, sorted(diags, key=sort_key)
     facts = program_facts(program)
     ctx = Ctx(diags)
-    placement = build_placement(tree, facts, str(path), sources, ctx)
+    placement = assemble(tree, facts, str(path), sources, ctx)
     if placement is not None and not ctx.diagnostics:
         ctx.diagnostics.extend(fit_diagnostics(estimate(placement, facts), placement, facts))
     errors = sorted(ctx.diagnostics, key=sort_key)
     return (placement if not errors else None), errors
+
+
+def assemble(root: Node, facts: ProgramFacts, file: str, sources: tuple[str, ...], ctx: Ctx) -> Placement | None:
+    """The merged tree as a `Placement`. `[cluster]` is read first: every rank set elsewhere is
+    checked against its `ranks`."""
+    at = root.get("cluster")
+    cluster = build_cluster(read(at, ClusterTable, ctx), ctx) if at is not None else None
+    top = read(root, TopTable, ctx)
+    if top is None or cluster is None:
+        return None
+    model, model_at = top.model, top.at("model")
+    if model is not None and model_at is not None and facts.model is not None and _norm(model) != _norm(facts.model):
+        ctx.error("P007", f"this placement is for model `{model}`, but the program is model `{facts.model}`",
+                  model_at.span, ("use a placement written for this model, or a generic one such as placements/cpu.toml",))
+        return None
+    comps = place_components(top, facts, cluster, ctx)
+    before = len(ctx.diagnostics)
+    walks = place_walks(top, facts, comps, ctx)
+    if len(ctx.diagnostics) == before:  # a rejected pin would show up again as an unpinned call
+        check_routing(facts, comps, walks, ctx)
+    streams = place_streams(top, facts, ctx)
+    transport = build_transport(top.transport, cluster, ctx)
+    ordered = tuple(comps[name] for name in facts.components if name in comps)
+    s = top.serve
+    serve = Serve(s.get("allow_modules"), tuple((k, getattr(s, k)) for k in LIMIT_KEYS if getattr(s, k) is not None)) \
+        if s is not None else Serve()
+    return Placement(file, sources, model, cluster, ordered, walks, streams, transport, serve)
+
+
+def _norm(name: str) -> str:
+    """Model names compare without case or separators: `Qwen3-Omni` is `qwen3_omni`."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+

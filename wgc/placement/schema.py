@@ -106,7 +106,7 @@ class Serve:
     """`[serve]`: how `wgc run` serves the plan."""
 
     allow_modules: tuple[str, ...] = ()  # module prefixes component classes may come from, beside wgc.models
-    limits: tuple[tuple[str, int | float], ...] = ()  # request limits given (serve_limits.py), name and value
+    limits: tuple[tuple[str, int | float], ...] = ()  # request limits given (spec.py ServeTable), name and value
 
 
 @dataclass(frozen=True)

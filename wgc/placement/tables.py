@@ -62,3 +62,5 @@ MAX_BATCH = 65536  # max_batch and CUDA-graph buckets
 MAX_TOKEN_BUDGET = 2**20  # tokens per scheduling round
 MAX_SIZE = 64 * 2**40  # bytes: any size, and what one rank may hold when its memory is not known
 MAX_INTEGER = 2**53  # any other integer (exact as a float and in JSON)
+MAX_COUNT = 2**31  # a request limit counted in [serve]: beyond any request the frontend could parse
+MAX_SECONDS = 86400.0  # a request limit in seconds

@@ -1,0 +1,191 @@
+"""Components onto ranks (`[defaults]`, `[components.*]`), pins (`[walks.*]`) and stream settings
+(`[streams.*]`), checked against the program's facts.
+
+A pin names whole copies of what it places. Inside a pinned branch the branch pin wins over
+the walk's component pin. A component with several copies and no routing policy must have
+every call pinned to exactly one copy.
+"""
+
+from __future__ import annotations
+
+from wgc.diag.diagnostic import Note
+from wgc.diag.sink import did_you_mean
+from wgc.lang.span import Span
+from wgc.placement.document import Node
+from wgc.placement.engines import build_engine, check_engine_table
+from wgc.placement.facts import CallSite, ComponentFacts, ProgramFacts, WalkFacts
+from wgc.placement.fields import Ctx
+from wgc.placement.items import symbolic_dims
+from wgc.placement.schema import Cluster, ComponentPlacement, Pin, Ranks, StreamSettings, WalkPlacement
+from wgc.placement.spec import ComponentTable, EngineTable, Entry, StreamTable, TopTable, WalkTable
+
+
+def place_components(top: TopTable, facts: ProgramFacts, cluster: Cluster, ctx: Ctx) -> dict[str, ComponentPlacement]:
+    """Every program component that can be placed, by its own entry or by `[defaults]`."""
+    defaults = top.defaults
+    default_engine = defaults.engine if defaults else None
+    if default_engine is not None:
+        check_engine_table(default_engine, cluster, ctx)
+    listed = top.components or {}
+    for name, (_, node) in listed.items():
+        if name not in facts.components:
+            ctx.error("P008", f"unknown component `{name}`: the program declares no such component", node.key,
+                      did_you_mean(name, facts.components) or
+                      ("the program's components: " + (", ".join(facts.components) or "none"),))
+    out: dict[str, ComponentPlacement] = {}
+    for name, comp in facts.components.items():
+        entry, node = listed.get(name, (None, None))
+        if isinstance(entry, ComponentTable):
+            placed = _from_table(comp, entry, cluster, default_engine, ctx)
+        elif entry is not None and node is not None:
+            placed = _from_ranks(comp, entry, node.span, cluster, default_engine, ctx)
+        elif defaults is not None and defaults.ranks is not None:
+            at = defaults.at("ranks")
+            placed = _from_ranks(comp, defaults.ranks, at.span if at else defaults.node.key, cluster, default_engine, ctx)
+        else:
+            if defaults is None or not defaults.has("ranks"):  # an invalid default was reported already
+                ctx.error("P013", f"component `{comp.name}` has no placement", top.key_span("components"),
+                          (f"place it with `[components.{comp.name}] ranks = [0]`, or every unlisted component "
+                           "with `[defaults] ranks = [0]`",), (Note(f"`{comp.name}` is declared here", comp.span),))
+            placed = None
+        if placed is not None:
+            out[name] = placed
+    return out
+
+
+def _from_ranks(
+    comp: ComponentFacts, ranks: Ranks, span: Span, cluster: Cluster, engine: EngineTable | None, ctx: Ctx
+) -> ComponentPlacement:
+    settings = build_engine(comp.engine, comp.name, None, engine, span, cluster.device, ctx)
+    return ComponentPlacement(comp.name, comp.engine, ranks, 1, None, settings, span)
+
+
+def _from_table(
+    comp: ComponentFacts, t: ComponentTable, cluster: Cluster, default_engine: EngineTable | None, ctx: Ctx
+) -> ComponentPlacement | None:
+    if t.engine is not None:
+        check_engine_table(t.engine, cluster, ctx)
+    settings = build_engine(comp.engine, comp.name, t.engine, default_engine, t.node.key, cluster.device, ctx)
+    if t.ranks is None:
+        return None  # missing or invalid: reported by the reader
+    tp = t.get("tp")
+    if len(t.ranks) % tp:
+        at = t.at("tp")
+        ctx.error("P014", f"tp = {tp} does not divide the {len(t.ranks)} rank(s) of {comp.name}",
+                  at.span if at else t.node.key,
+                  (f"{comp.name} holds one copy per {tp} ranks: give it a multiple of {tp} ranks",))
+        return None
+    return ComponentPlacement(comp.name, comp.engine, t.ranks, tp, t.routing, settings, t.node.key)
+
+
+def place_walks(top: TopTable, facts: ProgramFacts, comps: dict[str, ComponentPlacement], ctx: Ctx) -> tuple[WalkPlacement, ...]:
+    out = []
+    for name, (t, node) in (top.walks or {}).items():
+        walk = facts.walks.get(name)
+        if walk is None:
+            ctx.error("P009", f"unknown walk `{name}`: the program declares no such walk", node.key,
+                      did_you_mean(name, facts.walks) or ("the program's walks: " + (", ".join(facts.walks) or "none"),))
+            continue
+        assert isinstance(t, WalkTable)
+        pins = _component_pins(walk, t.components or {}, facts, comps, ctx)
+        branches = _branch_pins(walk, t.branches or {}, facts.branches_declared.get(name, ()), comps, ctx)
+        out.append(WalkPlacement(name, pins, branches, node.key))
+    return tuple(out)
+
+
+def _component_pins(
+    walk: WalkFacts, listed: dict[str, Entry], facts: ProgramFacts, comps: dict[str, ComponentPlacement], ctx: Ctx
+) -> tuple[Pin, ...]:
+    pins = []
+    for cname, (ranks, node) in listed.items():
+        if cname not in facts.components:
+            ctx.error("P008", f"unknown component `{cname}`", node.key, did_you_mean(cname, facts.components))
+        elif cname not in walk.components:
+            calls = ", ".join(sorted(walk.components)) or "no component"
+            ctx.error("P016", f"walk `{walk.name}` never calls component `{cname}`", node.key,
+                      (f"walk `{walk.name}` calls {calls}",), (Note(f"walk `{walk.name}` is declared here", walk.span),))
+        elif cname in comps and _whole_copies(comps[cname], ranks, node, ctx):
+            pins.append(Pin(cname, ranks, node.span))
+    return tuple(pins)
+
+
+def _branch_pins(
+    walk: WalkFacts, listed: dict[str, Entry], declared: tuple[str, ...], comps: dict[str, ComponentPlacement], ctx: Ctx
+) -> tuple[Pin, ...]:
+    pins = []
+    for bname, (ranks, node) in listed.items():
+        if bname not in declared:
+            known = f"its branches: {', '.join(declared)}" if declared else f"walk `{walk.name}` has no `parallel` block"
+            ctx.error("P010", f"walk `{walk.name}` has no branch `{bname}`", node.key, (*did_you_mean(bname, declared), known))
+            continue
+        callees = [comps[c] for c in sorted(walk.in_branch(bname)) if c in comps]
+        if all(_whole_copies(c, ranks, node, ctx) for c in callees):
+            pins.append(Pin(bname, ranks, node.span))
+    return tuple(pins)
+
+
+def _whole_copies(comp: ComponentPlacement, ranks: Ranks, node: Node, ctx: Ctx) -> bool:
+    outside = [r for r in ranks if r not in comp.ranks]
+    if outside:
+        ctx.error("P015", f"rank {outside[0]} does not hold component `{comp.name}`", node.span,
+                  (f"`{comp.name}` is on ranks {', '.join(map(str, comp.ranks))}: pin it within those, or add the "
+                   "rank to its `ranks`",))
+        return False
+    split = [c for c in comp.copies if 0 < len(set(c) & set(ranks)) < len(c)]
+    if split:
+        group = ", ".join(map(str, split[0]))
+        ctx.error("P015", f"ranks {group} form one tensor-parallel copy of `{comp.name}`: pin all of them or none",
+                  node.span, (f"`{comp.name}` has tp = {comp.tp}",))
+        return False
+    return True
+
+
+def check_routing(facts: ProgramFacts, comps: dict[str, ComponentPlacement], walks: tuple[WalkPlacement, ...], ctx: Ctx) -> None:
+    """A component with several copies needs `routing`, unless every call is pinned to one copy."""
+    pinned = {w.name: w for w in walks}
+    for comp in comps.values():
+        if len(comp.copies) < 2 or comp.routing is not None:
+            continue
+        loose = [w for w in facts.walks.values()
+                 if any(c.component == comp.name and not _one_copy(c, comp, pinned.get(w.name)) for c in w.calls)]
+        if loose:
+            names = ", ".join(f"`{w.name}`" for w in loose)
+            ctx.error("P017", f"`{comp.name}` has {len(comp.copies)} copies but no routing policy", comp.span,
+                      (f"walks calling it on no single copy: {names}",
+                       'set routing = "least_loaded" (data-parallel replicas) or "mirror" (every copy runs the '
+                       "call), or pin those calls to one copy in [walks.NAME.components] / [walks.NAME.branches]"),
+                      (Note(f"walk `{loose[0].name}` is declared here", loose[0].span),))
+
+
+def _one_copy(call: CallSite, comp: ComponentPlacement, walk: WalkPlacement | None) -> bool:
+    if walk is None:
+        return False
+    pin = next((walk.branch_pin(b) for b in reversed(call.branches) if walk.branch_pin(b)), None)
+    pin = pin or walk.component_pin(comp.name)
+    return pin is not None and sum(1 for c in comp.copies if set(c) <= set(pin.ranks)) == 1
+
+
+def place_streams(top: TopTable, facts: ProgramFacts, ctx: Ctx) -> tuple[StreamSettings, ...]:
+    """`[streams.*]`: buffer capacity and item size of the program's streams."""
+    out = []
+    for name, (t, node) in (top.streams or {}).items():
+        stream = facts.streams.get(name)
+        if stream is None:
+            ctx.error("P011", f"unknown stream `{name}`: the program declares no such stream", node.key,
+                      did_you_mean(name, facts.streams) or ("the program's streams: " + (", ".join(facts.streams) or "none"),))
+            continue
+        assert isinstance(t, StreamTable)
+        symbolic = symbolic_dims(stream.item)
+        dims: dict[str, int] = {}
+        for dim, (value, at) in (t.dims or {}).items():
+            if dim not in symbolic:
+                ctx.error("P021", f"the item type of stream `{name}` has no dim `{dim}`", at.key,
+                          (*did_you_mean(dim, symbolic), f"its symbolic dims: {', '.join(symbolic) or 'none'}"))
+            else:
+                dims[dim] = value
+        cap, cap_at = t.capacity, t.at("capacity")
+        if cap is not None and cap_at is not None and stream.min_capacity and cap < stream.min_capacity:
+            ctx.error("P021", f"capacity {cap} of stream `{name}` is below one chunk ({stream.min_capacity} items)",
+                      cap_at.span, ("the consumer could never receive a chunk: the producer would block forever",))
+        out.append(StreamSettings(name, cap, t.item_bytes, tuple(dims.items()), node.key))
+    return tuple(out)
