@@ -95,6 +95,21 @@ class KVSeq:
         return KVSeq(self.position, None if self.tokens is None else list(self.tokens), self.progress,
                      self.published, self.digest, self.swapped, dict(self.data))
 
+    def snapshot(self) -> tuple[Any, ...]:
+        """What `restore` needs to undo a step, in O(1) of the history: the token list by reference
+        and its length (a step only appends to it or replaces it), the rest by value. A `copy` per
+        row per step copied every history: 0.7 ms a step at batch 32 with 2,000-token rows."""
+        n = None if self.tokens is None else len(self.tokens)
+        return (self.position, self.tokens, n, self.progress, self.published, self.digest, self.swapped,
+                dict(self.data))
+
+    def restore(self, snapshot: tuple[Any, ...]) -> None:
+        """Back to the state `snapshot` took (in place): appended tokens cut, every field reset."""
+        self.position, tokens, n, self.progress, self.published, self.digest, self.swapped, data = snapshot
+        if tokens is not None:
+            del tokens[n:]
+        self.tokens, self.data = tokens, data
+
 
 @dataclass(frozen=True, slots=True)
 class Write:
@@ -118,7 +133,7 @@ class Prepared:
     final: list[bool]  # the item's input is complete after this step: its logits are wanted
     batch: AttentionBatch
     positions: Tensor  # [sum lengths] int64, on the host
-    undo: list[tuple[int, str, KVSeq | None, int]]  # (request, label, sequence before, KV length before)
+    undo: list[tuple[int, str, KVSeq | None, Any, int]]  # (request, label, sequence, its snapshot, KV length before)
     copies: list[tuple[int, str, int, int]] = field(default_factory=list)  # (request, label, old, new page)
 
     def chunk(self, i: int) -> list[int]:
@@ -197,13 +212,14 @@ class KVCacheEngine:
         if len(set(keys)) != len(keys):
             raise ValueError("a (request, label) may appear once per step")
         spare = self._check_room(writes, write)  # free pages beyond what this step needs
-        undo: list[tuple[int, str, KVSeq | None, int]] = []
+        undo: list[tuple[int, str, KVSeq | None, Any, int]] = []
         starts, lengths, finals, cached = [], [], [], []
         positions: list[Tensor | int] = []
         copies: list[tuple[int, str, int, int]] = []
         for w in writes:
             seq = self.seqs.get((w.request, w.label))
-            undo.append((w.request, w.label, None if seq is None else seq.copy(), self.length(w.request, w.label)))
+            undo.append((w.request, w.label, seq, None if seq is None else seq.snapshot(),
+                         self.length(w.request, w.label)))
             created = seq is None
             if seq is None:
                 seq = self.seqs[(w.request, w.label)] = KVSeq()
@@ -282,16 +298,17 @@ class KVCacheEngine:
         """Undo `prepare` (the forward failed): every sequence back as it was, its new pages freed."""
         for request, label, old, new in reversed(prepared.copies):
             self.pages.undo_copy(request, label, old, new)
-        for request, label, before, length in reversed(prepared.undo):
-            if before is None:
+        for request, label, seq, snapshot, length in reversed(prepared.undo):
+            if seq is None:
                 self.pages.free_label(request, label)
                 self.seqs.pop((request, label), None)
                 continue
-            if before.swapped is not None:
+            seq.restore(snapshot)
+            if seq.swapped is not None:
                 self.pages.free_label(request, label)
             else:
                 self.pages.truncate(request, label, length)
-            self.seqs[(request, label)] = before
+            self.seqs[(request, label)] = seq
 
     # ---- preemption ------------------------------------------------------------------------
 

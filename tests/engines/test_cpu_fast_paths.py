@@ -2,7 +2,8 @@
 (`plan_decode`, grouped queries) against the general plan and the definition,
 the positions of a decode step, and the products over packed weights (`cpu_linear.py`) against
 F.linear — including a weight written after it was packed, two modules never sharing a pack, a
-copied model, autograd, and the kv component setting it up on CPU."""
+copied model, autograd, and the kv component setting it up on CPU; and a failed step's undo, which
+keeps each row's history by reference and cuts what the step appended."""
 
 from __future__ import annotations
 
@@ -168,3 +169,23 @@ def test_a_packed_llama_decodes_the_plain_ones_greedy_tokens() -> None:
     torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
     assert torch.equal(a.argmax(-1), b.argmax(-1))
 
+
+
+@pytest.mark.parametrize("block", [False, True])
+def test_a_failed_step_restores_the_history_it_appended_to_without_copying_it(block: bool) -> None:
+    engine = KVCacheEngine(Geometry(1, 2, 2, 8, 1024), 32, PAGE, torch.device("cpu"), prefix_caching=False)
+    with engine.stepping([Write(1, "m", list(range(40)), 40)]):
+        pass
+    seq = engine.seq(1, "m")
+    assert seq is not None
+    history = seq.tokens
+    seq.data["generated"] = 7
+    with pytest.raises(RuntimeError), engine.stepping([Write(1, "m", [5, 6, 7], 3, block=block)]):
+        seq.data["generated"] = 8  # the family's value, changed by a forward that then fails
+        raise RuntimeError("forward failed")
+    after = engine.seq(1, "m")
+    assert after is not None and after.tokens is history and history == list(range(40))
+    assert (after.position, after.progress, after.data, engine.length(1, "m")) == (40, 0, {"generated": 7}, 40)
+    with engine.stepping([Write(1, "m", [5], 1)]) as p:  # and the row goes on where it was
+        assert p.positions.tolist() == [40] and p.batch.cached_lengths == [40]
+    assert engine.seq(1, "m").tokens == [*range(40), 5]  # type: ignore[union-attr]
