@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from wgc.runtime.http import chat, completions, generate, images, info, page, speech, world_model
+from wgc.runtime.http import chat, completions, generate, images, info, page, policy, speech, world_model
 from wgc.runtime.http.errors import ApiError, error_body
 from wgc.runtime.http.frontdoor import FrontDoor
 from wgc.runtime.http.openapi import BINARY, ERRORS, NDJSON, SSE, customise, multipart_edit
@@ -84,6 +84,8 @@ def _routes(app: FastAPI, service: Service) -> None:
           summary="World model: frames and actions in, predicted embeddings out")
     _post(app, service, "/v1/world_model/plan", "world_model", world_model.plan, plan, {},
           summary="World model: plan actions from frames to a goal image; the trajectory and its cost")
+    _post(app, service, "/v1/policy/actions", "policy", policy.actions, policy.request_model(service), {},
+          summary="Robot policy: camera images, the state and the task in; one action chunk out")
 
     async def image_edits(request: Request) -> Response:
         return await images.edits(service, request)

@@ -3,6 +3,7 @@
 Routes. A plan whose walks emit `text` serves chat and completions; `audio` with a text input serves speech;
 `image` with a text input serves image generation, and edits when it also takes an image;
 `rollout` and `plan` walks over a video input, emitting tensors, serve the world-model routes;
+`action` with start-walk inputs `images`, `prompt` and `state` serves the policy route;
 `/v1/generate` serves every plan. A route a plan cannot serve answers 404 with the reason.
 
 Prompts. A plan whose flows iterate over `request.parts` takes the prompt as parts (text and
@@ -70,6 +71,9 @@ class Capabilities:
                       (self.slot.takes("image"), "takes no input image")],
             "world_model": [({"rollout", "plan"} <= self.walks, "has no rollout and plan walks"),
                             ("tensor" in self.emits, "emits no tensor"), (self.slot.takes("video"), "takes no video")],
+            "policy": [("action" in self.emits, "emits no action"),
+                       ({"images", "prompt", "state"} <= {n for n, _ in self.slot.inputs},
+                        "takes no images, prompt and state inputs")],
         }.get(route, [])
         for ok, why in need:
             if not ok:
@@ -78,7 +82,7 @@ class Capabilities:
 
     def routes(self) -> dict[str, bool]:
         return {r: self.unsupported(r) is None
-                for r in ("chat", "completions", "speech", "images", "edits", "world_model", "generate")}
+                for r in ("chat", "completions", "speech", "images", "edits", "world_model", "policy", "generate")}
 
 
 def _base(type_name: str) -> str:

@@ -213,7 +213,7 @@ def test_models_lists_the_plan_and_its_routes(client: openai.OpenAI) -> None:
     (card,) = client.models.list().data
     assert card.id == "toy"
     assert card.model_extra["routes"] == {"chat": True, "completions": True, "speech": True, "images": True,
-                                          "edits": True, "world_model": False, "generate": True}
+                                          "edits": True, "world_model": False, "policy": False, "generate": True}
 
 
 def _png(w: int, h: int) -> bytes:

@@ -117,7 +117,7 @@ def test_no_pool_reported_keeps_the_max_batch_rule(tmp_path: Path) -> None:
     ("llama", {"chat", "completions", "generate"}),
     ("orpheus", {"speech", "generate"}),
     ("qwen3_omni", {"chat", "completions", "speech", "generate"}),
-    ("pi05", {"generate"}),
+    ("pi05", {"policy", "generate"}),
     ("vjepa2_ac", {"world_model", "generate"}),
 ])
 def test_routes_follow_from_each_model_plan(tmp_path: Path, model: str, routes: set[str]) -> None:
