@@ -8,6 +8,8 @@ every call pinned to exactly one copy.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from wgc.diag.diagnostic import Note
 from wgc.diag.sink import did_you_mean
 from wgc.lang.span import Span
@@ -29,9 +31,7 @@ def place_components(top: TopTable, facts: ProgramFacts, cluster: Cluster, ctx: 
     listed = top.components or {}
     for name, (_, node) in listed.items():
         if name not in facts.components:
-            ctx.error("P008", f"unknown component `{name}`: the program declares no such component", node.key,
-                      did_you_mean(name, facts.components) or
-                      ("the program's components: " + (", ".join(facts.components) or "none"),))
+            _unknown("P008", "component", name, node, facts.components, ctx)
     out: dict[str, ComponentPlacement] = {}
     for name, comp in facts.components.items():
         entry, node = listed.get(name, (None, None))
@@ -51,6 +51,12 @@ def place_components(top: TopTable, facts: ProgramFacts, cluster: Cluster, ctx: 
         if placed is not None:
             out[name] = placed
     return out
+
+
+def _unknown(code: str, kind: str, name: str, node: Node, declared: Iterable[str], ctx: Ctx) -> None:
+    """A table names a component, walk or stream the program does not declare."""
+    ctx.error(code, f"unknown {kind} `{name}`: the program declares no such {kind}", node.key,
+              did_you_mean(name, declared) or (f"the program's {kind}s: " + (", ".join(declared) or "none"),))
 
 
 def _from_ranks(
@@ -83,8 +89,7 @@ def place_walks(top: TopTable, facts: ProgramFacts, comps: dict[str, ComponentPl
     for name, (t, node) in (top.walks or {}).items():
         walk = facts.walks.get(name)
         if walk is None:
-            ctx.error("P009", f"unknown walk `{name}`: the program declares no such walk", node.key,
-                      did_you_mean(name, facts.walks) or ("the program's walks: " + (", ".join(facts.walks) or "none"),))
+            _unknown("P009", "walk", name, node, facts.walks, ctx)
             continue
         assert isinstance(t, WalkTable)
         pins = _component_pins(walk, t.components or {}, facts, comps, ctx)
@@ -171,8 +176,7 @@ def place_streams(top: TopTable, facts: ProgramFacts, ctx: Ctx) -> tuple[StreamS
     for name, (t, node) in (top.streams or {}).items():
         stream = facts.streams.get(name)
         if stream is None:
-            ctx.error("P011", f"unknown stream `{name}`: the program declares no such stream", node.key,
-                      did_you_mean(name, facts.streams) or ("the program's streams: " + (", ".join(facts.streams) or "none"),))
+            _unknown("P011", "stream", name, node, facts.streams, ctx)
             continue
         assert isinstance(t, StreamTable)
         symbolic = symbolic_dims(stream.item)
