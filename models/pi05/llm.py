@@ -40,8 +40,9 @@ from wgc.models.pi05.stats import Stats
 from wgc.models.pi05.vision import KNOB
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.component import Call, CallError
+from wgc.runtime.engines.attention import KVStep, TorchAttention
 from wgc.runtime.engines.kv_component import KVComponent
-from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Write
+from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Prepared, Write
 from wgc.runtime.worker.scheduler import Demand
 
 from wgc.plan.model import ComponentSpec
@@ -49,6 +50,7 @@ from wgc.plan.model import ComponentSpec
 DEFAULT_PAGE_SIZE = 16
 TINY_STATS = Stats.identity(state_dim=8, action_dim=7)  # the tiny preset acts like a 7-dof arm with 8 joints
 POOL_FREE = frozenset({"noise", "to_actions"})
+PLANS_KEPT = 64  # read-only attention plans kept (one per batch of velocity calls in flight)
 
 
 def _text(value: Any) -> str:
@@ -95,6 +97,7 @@ class PaliGemmaWithExpert(KVComponent):
         geometry = Geometry(p.layers, p.heads, p.kv_heads, p.head_dim, p.max_positions, self.dtype)
         self.kv = KVCacheEngine.for_spec(spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE, plan_ahead)
         self._prompts: dict[tuple[int, str], list[int]] = {}  # a prefill's prompt ids, from demands to the call
+        self._plans: dict[tuple[Any, ...], Any] = {}  # read-only steps' attention plans (_frozen_step)
         self.stats = {"prefills": 0, "velocities": 0, "prefix_tokens": 0}
         announce("pi05", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._where())
 
@@ -240,10 +243,26 @@ class PaliGemmaWithExpert(KVComponent):
             cond = self.heads.condition(ts, rows.dtype) if self.config.pi05 else None  # [B, width]
             which = torch.arange(b, device=self.torch_device).repeat_interleave(chunk)  # [B * chunk]
             positions = prepared.positions.to(self.torch_device)  # [B * chunk]: after each prefix
-            hidden = self.expert(rows, positions, self.kv.step(prepared), cond, which)  # [B * chunk, width]
+            hidden = self.expert(rows, positions, self._frozen_step(prepared), cond, which)  # [B * chunk, width]
             v = self.heads.action_out_proj(hidden).view(b, chunk, -1)  # [B, chunk, d]
         self.stats["velocities"] += b
         return v
+
+    def _frozen_step(self, prepared: Prepared) -> KVStep:
+        """A read-only step's attention. The 10 velocity steps of one batch attend over the same frozen
+        pages, so their host-side plans are equal: on the torch backend, whose plan is immutable index
+        tensors (any number may be kept), it is made once per batch and reused (a third of a tiny
+        step's time). Other backends plan every step, as the engine does."""
+        backend, batch = self.kv.planner.backend, prepared.batch
+        if batch.write or not isinstance(backend, TorchAttention):
+            return self.kv.step(prepared)
+        key = (tuple(map(tuple, batch.page_tables)), tuple(batch.cached_lengths), tuple(batch.q_lengths), batch.mode)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= PLANS_KEPT:
+                self._plans.clear()
+            plan = self._plans[key] = backend.plan(batch)
+        return KVStep(self.kv.storage, backend, plan)
 
     def to_actions(self, calls: list[Call]) -> list[Any]:
         return [self.norm_stats.actions(self._chunk(c).cpu()) for c in calls]  # each [chunk, D] float32

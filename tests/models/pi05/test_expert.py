@@ -109,3 +109,22 @@ def test_velocity_never_writes_the_prefix() -> None:
     torch.testing.assert_close(llm.velocity([Call(3, "", (llm.noise([Call(3, "", (5,))])[0], 1.0))])[0], first)
     llm.release(3)
     assert llm.kv.counters()["kv_pages_used"] == 0
+
+
+def test_a_batch_of_velocity_calls_plans_once_and_equals_each_call_alone() -> None:
+    vit, llm = components(TINY)
+    tasks = {4: "wipe the table", 5: "open the top drawer of the cabinet"}  # prefixes of different lengths
+    for r, task in tasks.items():
+        x = vit.encode([Call(r, "", (images(1 + r % 2, TINY.vision.image_size, seed=r),))])[0]
+        llm.prefill([Call(r, "", (x, task, torch.zeros(8)))])
+    a = {r: llm.noise([Call(r, "", (r,))])[0] for r in tasks}
+    alone = {r: llm.velocity([Call(r, "", (a[r], 0.6))])[0] for r in tasks}
+    llm._plans.clear()
+    for _ in range(3):
+        together = llm.velocity([Call(r, "", (a[r], 0.6)) for r in tasks])
+    assert len(llm._plans) == 1  # three steps of one batch: one plan
+    for r, v in zip(tasks, together):
+        torch.testing.assert_close(v, alone[r], rtol=1e-5, atol=1e-6)
+    fresh = llm.kv.step  # the engine's own planning, every step
+    llm._frozen_step = fresh  # type: ignore[method-assign]
+    torch.testing.assert_close(llm.velocity([Call(4, "", (a[4], 0.6))])[0], alone[4], rtol=0, atol=0)
