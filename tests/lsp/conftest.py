@@ -66,7 +66,13 @@ def change_document(client: LanguageClient, uri: str, version: int, text: str) -
     tail = 0
     while tail < min(len(old), len(text)) - head and old[-1 - tail] == text[-1 - tail]:
         tail += 1
-    edit_document(client, uri, version, [(head, len(old) - tail, text[head:len(text) - tail])])
+    start, end = head, len(old) - tail
+    # A position cannot fall between the two characters of a "\r\n" line break: widen over it.
+    if 0 < start < len(old) and old[start - 1:start + 1] == "\r\n":
+        start -= 1
+    if 0 < end < len(old) and old[end - 1:end + 1] == "\r\n":
+        end += 1
+    edit_document(client, uri, version, [(start, end, text[start:len(text) - (len(old) - end)])])
 
 
 def edit_document(client: LanguageClient, uri: str, version: int, edits: list[tuple[int, int, str]]) -> None:
