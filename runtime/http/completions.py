@@ -170,7 +170,8 @@ async def completions(service: Service, request: Request, body: Any) -> Response
     given = chat_params(service.caps, body)
     params = service.params(given)
     deadline = service.deadline(body.timeout)
-    run, fields = await service.offload.run(_prepare, service, body, stops, params, "max_tokens" in given)
+    run, fields = await service.offload.run(_prepare, service, body, stops, params, "max_tokens" in given,
+                                             request=request)
     requests = [{"params": service.params(p), **fields} for p in choice_seeds(service.caps, params, body.n)]
     lease = Lease(service)
     model = service.plan.model

@@ -53,7 +53,8 @@ async def speech(service: Service, request: Request, body: Any) -> Response:
     check_chars(len(body.input), service.max_prompt_chars, "input")
     params, explicit = speech_params(service, body)
     deadline = service.deadline(body.timeout)
-    fields = await service.offload.run(_prepare, service, check_text(body.input, "input"), params, explicit)
+    fields = await service.offload.run(_prepare, service, check_text(body.input, "input"), params, explicit,
+                                       request=request)
     rate = service.sample_rate()
     headers = {"X-Sample-Rate": str(rate)}
     lease = Lease(service)
