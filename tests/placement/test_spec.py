@@ -106,3 +106,30 @@ def test_given_values_override_the_schema_defaults_and_absent_ones_take_them(tmp
     assert given is not None, rendered(diags)
     assert given.component("llm").engine.page_size == 32  # type: ignore[union-attr]
     assert (given.transport.bind, given.transport.port) == ("127.0.0.1", 29700)  # an empty bind is not given
+
+
+BASE = '[cluster]\ndevice = "cpu"\nranks = 1\n[defaults]\nranks = 0\nengine = { kv_memory = "64MiB" }\n'
+# Each struct, and a placement (for the orpheus stand-in) with an unknown key `zzz` in its table.
+UNKNOWN_KEY_IN: dict[type[Table], str] = {
+    TopTable: "zzz = 1\n" + BASE,
+    ClusterTable: BASE.replace("ranks = 1\n", "ranks = 1\nzzz = 1\n"),
+    HostTable: BASE + '[[cluster.hosts]]\nname = "a"\nranks = 0\nzzz = 1\n',
+    DefaultsTable: BASE + "zzz = 1\n",
+    ComponentTable: BASE + "[components.snac]\nranks = 0\nzzz = 1\n",
+    EngineTable: BASE + '[components.llm]\nranks = 0\n[components.llm.engine]\nkv_memory = "64MiB"\nzzz = 1\n',
+    WalkTable: BASE + "[walks.decode]\nzzz = 1\n",
+    StreamTable: BASE + "[streams.codes]\nzzz = 1\n",
+    TransportTable: BASE + "[transport]\nzzz = 1\n",
+    ServeTable: BASE + "[serve]\nzzz = 1\n",
+}
+
+
+@pytest.mark.parametrize("struct", UNKNOWN_KEY_IN, ids=lambda s: s.__name__)
+def test_each_table_is_read_by_its_struct(tmp_path: Path, struct: type[Table]) -> None:
+    """An unknown key is refused where it is written, and the help lists exactly that struct's keys."""
+    text = UNKNOWN_KEY_IN[struct]
+    loaded, diags = load_placement(write(tmp_path, "p.toml", text), stand_in("orpheus"))
+    assert loaded is None
+    line = text.splitlines().index("zzz = 1") + 1
+    assert [(d.code, d.span.line) for d in diags] == [("P002", line)], rendered(diags)
+    assert diags[0].help[-1].endswith(" are: " + ", ".join(f.name for f in _keys(struct)))
