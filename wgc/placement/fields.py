@@ -1,7 +1,7 @@
 """Readers for placement values: each checks one TOML node and returns a Python value or None.
 
 A reader never raises: on a bad value it records a diagnostic at the value's span and returns
-None, so one run reports every problem. The schema (`keys.py`) is a table of these readers.
+None, so one run reports every problem. Each key of the schema (`spec.py`) names one of these readers.
 """
 
 from __future__ import annotations
