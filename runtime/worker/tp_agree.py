@@ -84,20 +84,21 @@ class TpAgreement:
 
     def _follow(self, component: str, batches: dict[Key, list[Instance]], out: list[Key]) -> list[Instance]:
         mine = {key: group for key, group in batches.items() if key[0] == component}
-        here = {(i.request, i.key): i for group in mine.values() for i in group}
+        here = {key: {(i.request, i.key): i for i in group} for key, group in mine.items()}
         used: set[int] = set()
         queue = self.decisions[component]
         while queue:
             decision = queue[0]
             key = (component, decision.entry)
-            group = [here.get((int(r), str(k))) for r, k in decision.instances]
+            at = here.get(key, {})  # only instances at this entry's RUN: the same instance may be at another
+            group = [at.get((int(r), str(k))) for r, k in decision.instances]
             if key in out or any(i is None for i in group):
                 break  # one batch per entry a round; or the decided instances are not all here yet
             queue.popleft()
             batches[key] = [i for i in group if i is not None]
             used.update(id(i) for i in batches[key])
             out.append(key)
-        held = [i for i in here.values() if id(i) not in used]
+        held = [i for group in mine.values() for i in group if id(i) not in used]
         for key in mine:
             if key not in out:
                 batches[key] = []

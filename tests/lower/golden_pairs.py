@@ -22,6 +22,8 @@ PAIRS: list[tuple[str, str]] = [
     ("orpheus", "orpheus-cpu2"),
     ("orpheus", "orpheus-cpu2-hosts"),
     ("orpheus", "orpheus-tp2-hosts"),
+    ("qwen3_omni", "qwen3-omni-tp2-2hosts"),
+    ("bagel", "bagel-3hosts"),
     ("pi05", "cpu"),
     ("pi05", "1xh100"),
     ("qwen3_omni", "cpu"),

@@ -30,6 +30,8 @@ SERVES: dict[str, tuple[str, ...]] = {
     "orpheus-cpu2.toml": ("orpheus",),
     "orpheus-cpu2-hosts.toml": ("orpheus",),
     "orpheus-tp2-hosts.toml": ("orpheus",),
+    "qwen3-omni-tp2-2hosts.toml": ("qwen3_omni",),
+    "bagel-3hosts.toml": ("bagel",),
     "qwen3-omni-cpu2.toml": ("qwen3_omni",),
     "llama-cpu.toml": ("llama",),
 }

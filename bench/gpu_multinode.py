@@ -1,0 +1,124 @@
+"""Two "hosts" on one machine: a TP 2 all-reduce, and tensors sent as a header on ZeroMQ with the
+payload on the process group (NCCL on CUDA; Gloo with --backend gloo, the CPU stand-in CI can run).
+
+Each rank is its own process with its own loopback address (127.0.0.2, 127.0.0.3). On one GPU the
+two NCCL ranks get distinct NCCL_HOSTID values and NCCL_SOCKET_IFNAME=lo with P2P and SHM off, so
+their traffic goes over NCCL's socket transport as between hosts. The header/payload path posts a
+receive only when the header says the bytes are coming (a Gloo or NCCL op whose peer never posts its
+half waits the group timeout and closes the pair), so the receiver may be slower than the timeout.
+
+    python bench/gpu_multinode.py [--backend nccl|gloo] [--n 200]
+
+Prints a markdown table. The CUDA path is unverified until a GPU session runs it (bench/gpu_check.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+ADDRESSES = ("127.0.0.2", "127.0.0.3")
+STORE_PORT = 29800
+HEADER_PORT = 29811
+
+
+def _group(backend: str, rank: int) -> tuple[object, object]:
+    import torch.distributed as dist
+
+    store = dist.TCPStore(ADDRESSES[0], STORE_PORT, 2, rank == 0, timedelta(seconds=60))
+    prefix = dist.PrefixStore("bench/", store)
+    if backend == "nccl":
+        opts = dist.ProcessGroupNCCL.Options()
+        opts._timeout = timedelta(seconds=60)
+        return dist.ProcessGroupNCCL(prefix, rank, 2, opts), store
+    opts = dist.ProcessGroupGloo._Options()
+    opts._devices = [dist.ProcessGroupGloo.create_device(hostname=ADDRESSES[rank])]
+    opts._timeout = timedelta(seconds=60)
+    return dist.ProcessGroupGloo(prefix, rank, 2, opts), store
+
+
+def _sync(backend: str) -> None:
+    if backend == "nccl":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def rank_main(backend: str, rank: int, n: int) -> None:
+    import msgspec
+    import torch
+    import zmq
+
+    device = "cuda:0" if backend == "nccl" else "cpu"
+    pg, _store = _group(backend, rank)
+    x = torch.ones(1, 4096, device=device)
+    times = []
+    for i in range(n + 10):  # TP 2 all-reduce of one decode step's activation
+        t0 = time.perf_counter()
+        pg.allreduce([x]).wait()
+        _sync(backend)
+        if i >= 10:
+            times.append(time.perf_counter() - t0)
+    ctx = zmq.Context()
+    sizes = [(2048,), (4096, 64)]
+    sent = []
+    if rank == 0:  # the sender: a header, then the payload on the group
+        push = ctx.socket(zmq.PUSH)
+        push.connect(f"tcp://{ADDRESSES[0]}:0;{ADDRESSES[1]}:{HEADER_PORT}")
+        for shape in sizes:
+            for i in range(n + 10):
+                t = torch.randn(*shape, device=device)
+                t0 = time.perf_counter()
+                push.send(msgspec.msgpack.encode({"seq": i, "shape": list(shape), "dtype": "float32"}))
+                pg.send([t], 1, 0).wait()
+                _sync(backend)
+                if i >= 10:
+                    sent.append((shape, time.perf_counter() - t0))
+    else:  # the receiver: posts each recv when its header arrives, into a fresh buffer
+        pull = ctx.socket(zmq.PULL)
+        pull.bind(f"tcp://{ADDRESSES[1]}:{HEADER_PORT}")
+        for _ in range(len(sizes) * (n + 10)):
+            head = msgspec.msgpack.decode(pull.recv())
+            buf = torch.empty(head["shape"], device=device)
+            pg.recv([buf], 0, 0).wait()
+    ctx.destroy(linger=0)
+    if rank == 0:
+        print(f"| all_reduce [1, 4096] f32 ({backend}) | {1e6 * statistics.median(times):.0f} |")
+        for shape in sizes:
+            got = [s for sh, s in sent if sh == shape]
+            print(f"| header on ZeroMQ + {backend} send {list(shape)} f32 | {1e6 * statistics.median(got):.0f} |")
+    sys.stdout.flush()
+    os._exit(0)  # after the sockets: a Gloo pair torn down at interpreter exit may abort
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
+    p.add_argument("--n", type=int, default=200)
+    p.add_argument("--rank", type=int, default=-1)
+    args = p.parse_args()
+    if args.rank >= 0:
+        rank_main(args.backend, args.rank, args.n)
+        return 0
+    env = {**os.environ, "NCCL_SOCKET_IFNAME": "lo", "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1",
+           "NCCL_IB_DISABLE": "1"}
+    print("| two ranks on loopback hosts | median (us) |")
+    print("|---|---:|")
+    sys.stdout.flush()
+    procs = [subprocess.Popen([sys.executable, __file__, "--backend", args.backend, "--n", str(args.n),
+                               "--rank", str(r)], env={**env, "NCCL_HOSTID": f"node{r}"}) for r in (0, 1)]
+    try:
+        codes = [proc.wait(timeout=120) for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+    return 0 if codes == [0, 0] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
