@@ -166,24 +166,38 @@ async def api_call(rt: Runtime, imgs: torch.Tensor, state: torch.Tensor) -> None
         raise RuntimeError(f"the API call gave {len(out)} outputs")
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU of a process (this one for None), from /proc (0 where there is none)."""
+    if pid is None:
+        return time.process_time()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def route_rows(plan_path: Path, rounds: int, calls: int, threads: int) -> list[Row]:
     proc, url = start_server(plan_path, threads)
     try:
-        times = asyncio.run(route_times(plan_path, url, rounds, calls))
+        times, cpu = asyncio.run(route_times(plan_path, url, proc.pid, rounds, calls))
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     api = statistics.median(times[API])
     return [{"side": k, "median_ms": 1000 * statistics.median(v), "p90_ms": 1000 * sorted(v)[int(0.9 * (len(v) - 1))],
-             "overhead_ms": 1000 * (statistics.median(v) - api), "ratio": statistics.median(v) / api}
-            for k, v in times.items()]
+             "overhead_ms": 1000 * (statistics.median(v) - api), "ratio": statistics.median(v) / api,
+             "cpu_ms": 1000 * cpu[k] / len(v)} for k, v in times.items()]
 
 
 API = "Python API (Runtime.submit)"
 
 
-async def route_times(plan_path: Path, url: str, rounds: int, calls: int) -> dict[str, list[float]]:
-    """Each side `calls` times a round, the sides in turn, one event loop throughout."""
+async def route_times(plan_path: Path, url: str, server: int, rounds: int,
+                      calls: int) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Each side `calls` times a round, the sides in turn, one event loop throughout; per side its wall
+    times and the CPU seconds of the process that serves it (this one for the API: its coordinator;
+    the server's for HTTP: the route, its coordinator; the worker processes apart)."""
     import httpx
 
     imgs, state = images(2, 56, seed=2), torch.linspace(-1, 1, 8)
@@ -193,6 +207,7 @@ async def route_times(plan_path: Path, url: str, rounds: int, calls: int) -> dic
         "prompt": TASK, "state": {"dtype": "f32", "values": state.tolist()}}}
     rt = await Runtime.start(plan_path, ready_timeout=180)
     times: dict[str, list[float]] = {API: [], "HTTP /v1/policy/actions": [], "HTTP /v1/generate": []}
+    cpu = dict.fromkeys(times, 0.0)
     try:
         async with httpx.AsyncClient(timeout=60) as client:
             async def post(path: str, body: dict) -> None:
@@ -206,13 +221,16 @@ async def route_times(plan_path: Path, url: str, rounds: int, calls: int) -> dic
                 await fn()
             for _ in range(rounds):
                 for name, fn in sides.items():
+                    pid = None if name == API else server
+                    c0 = cpu_seconds(pid)
                     for _ in range(calls):
                         t0 = time.perf_counter()
                         await fn()
                         times[name].append(time.perf_counter() - t0)
+                    cpu[name] += cpu_seconds(pid) - c0
     finally:
         await rt.close()
-    return times
+    return times, cpu
 
 
 # ---- report --------------------------------------------------------------------------------------
@@ -224,9 +242,12 @@ def tables(chunks: list[Row], diff: float, routes: list[Row], rounds: int, calls
               for r in chunks]
     lines += ["", f"The pi0-mode walk's chunk vs sample_actions on the same weights and noise: max |diff| = {diff:.1e}.",
               "", f"### 2. The policy route's overhead per call (2 cameras; {rounds} rounds x {calls} calls a side)", "",
-              "| side | median | p90 | over the API | ratio |", "|---|---:|---:|---:|---:|"]
+              "| side | median | p90 | over the API | ratio | CPU of the serving process |",
+              "|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['side']} | {r['median_ms']:.1f} ms | {r['p90_ms']:.1f} ms | {r['overhead_ms']:+.1f} ms | "
-              f"{r['ratio']:.2f}x |" for r in routes]
+              f"{r['ratio']:.2f}x | {r['cpu_ms']:.1f} ms |" for r in routes]
+    lines += ["", "CPU: this process for the API (its coordinator and the client), the server process for HTTP (the "
+              "route and its coordinator); the worker processes' compute is apart in both."]
     return "\n".join(lines)
 
 

@@ -31,6 +31,9 @@
     WGC_VJEPA2_DIR       local V-JEPA 2-AC directory (config.json and model.safetensors of
                          facebook/vjepa2-vitg-fpc64-256, ac_predictor.safetensors and .json from `wgc convert
                          vjepa2-ac`) for the encoder, masked predictor and AC predictor (unset: tiny presets)
+    WGC_PI05_DIR         local lerobot/pi05_base-layout directory (config.json, model.safetensors,
+                         PaliGemma's tokenizer.json, the policy_*processor*.safetensors statistics) for
+                         π0.5's vit and llm (unset: tiny presets)
 """
 
 from __future__ import annotations
