@@ -58,12 +58,15 @@ def rank_main(backend: str, rank: int, n: int) -> None:
     pg, _store = _group(backend, rank)
     x = torch.ones(1, 4096, device=device)
     times = []
+    bad = 0
     for i in range(n + 10):  # TP 2 all-reduce of one decode step's activation
+        x.fill_(1.0 + rank)
         t0 = time.perf_counter()
         pg.allreduce([x]).wait()
         _sync(backend)
         if i >= 10:
             times.append(time.perf_counter() - t0)
+    bad += int(not bool((x == 3.0).all()))  # 1 + 2
     ctx = zmq.Context()
     sizes = [(2048,), (4096, 64)]
     sent = []
@@ -72,7 +75,7 @@ def rank_main(backend: str, rank: int, n: int) -> None:
         push.connect(f"tcp://{ADDRESSES[0]}:0;{ADDRESSES[1]}:{HEADER_PORT}")
         for shape in sizes:
             for i in range(n + 10):
-                t = torch.randn(*shape, device=device)
+                t = torch.full(shape, float(i), device=device)
                 t0 = time.perf_counter()
                 push.send(msgspec.msgpack.encode({"seq": i, "shape": list(shape), "dtype": "float32"}))
                 pg.send([t], 1, 0).wait()
@@ -86,14 +89,17 @@ def rank_main(backend: str, rank: int, n: int) -> None:
             head = msgspec.msgpack.decode(pull.recv())
             buf = torch.empty(head["shape"], device=device)
             pg.recv([buf], 0, 0).wait()
+            bad += int(not bool((buf == head["seq"]).all()))  # this header's own payload, in order
     ctx.destroy(linger=0)
     if rank == 0:
         print(f"| all_reduce [1, 4096] f32 ({backend}) | {1e6 * statistics.median(times):.0f} |")
         for shape in sizes:
             got = [s for sh, s in sent if sh == shape]
             print(f"| header on ZeroMQ + {backend} send {list(shape)} f32 | {1e6 * statistics.median(got):.0f} |")
+    if bad:
+        print(f"rank {rank}: {bad} tensors arrived wrong", file=sys.stderr)
     sys.stdout.flush()
-    os._exit(0)  # after the sockets: a Gloo pair torn down at interpreter exit may abort
+    os._exit(2 if bad else 0)  # after the sockets: a Gloo pair torn down at interpreter exit may abort
 
 
 def main() -> int:

@@ -65,6 +65,12 @@ def test_inspect_shows_hosts_and_ports(tmp_path: Path) -> None:
     assert "store 30000, coordinator 30001, membership 30002" in text
 
 
+def test_inspect_shows_the_tensor_parallel_groups(tmp_path: Path) -> None:
+    text = plan_text(load_plan(compiled(tmp_path, "orpheus", "orpheus-tp2-hosts.toml"))[1])
+    assert "tensor-parallel groups: (gloo, inter_host gloo)\n  llm: ranks [0, 1]" in text
+    assert "tensor-parallel" not in plan_text(load_plan(compiled(tmp_path, "orpheus", "orpheus-cpu2.toml"))[1])
+
+
 def test_joins_are_refused_in_one_line_naming_the_host() -> None:
     names, sha, version = ["node0", "node1", "node2"], "a" * 64, "1.0"
 
