@@ -25,6 +25,7 @@ tokenizer.json and statistics; the tiny preset and `config=` get random ones.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +267,20 @@ class PaliGemmaWithExpert(KVComponent):
 
     def to_actions(self, calls: list[Call]) -> list[Any]:
         return [self.norm_stats.actions(self._chunk(c).cpu()) for c in calls]  # each [chunk, D] float32
+
+    def warm_up(self, progress: Callable[[str], None]) -> None:
+        """One chunk's shapes before the rank reports ready (a control loop's first call should cost
+        what every other does): a prefix of one camera and a short prompt, one velocity step."""
+        c, request = self.config, -1
+        images = torch.zeros(1, c.vision.tokens, c.prefix.hidden, device=self.torch_device, dtype=self.dtype)
+        state = torch.zeros(self.norm_stats.state_dim)
+        try:
+            self.prefill([Call(request, "", (images, "warm up", state))])
+            self.velocity([Call(request, "", (self.noise([Call(request, "", (0,))])[0], 1.0))])
+        finally:
+            self.release(request)
+        self.stats = dict.fromkeys(self.stats, 0)  # counters count requests' work only
+        progress(f"ran a prefix of {c.vision.tokens} image tokens and one velocity step")
 
     # ---- per-request state -------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ per request; every KV page is released."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -23,6 +24,11 @@ class RecordingLM(PaliGemmaWithExpert):
         super().__init__(*args, **kwargs)
         self.velocity_calls: list[list[int]] = []
         self.times: list[float] = []
+
+    def warm_up(self, progress: Callable[[str], None]) -> None:
+        super().warm_up(progress)
+        self.velocity_calls.clear()  # requests' calls only
+        self.times.clear()
 
     def velocity(self, calls: list[Call]) -> list[Any]:
         self.velocity_calls.append([c.request for c in calls])
