@@ -45,8 +45,12 @@ class AdaptiveRMSNorm(nn.Module):
         self.dense = nn.Linear(cond_dim, 3 * dim)
         self.eps = eps
 
-    def forward(self, x: Tensor, cond: Tensor) -> tuple[Tensor, Tensor]:
-        """x [..., T, dim], cond [..., cond_dim] (one per sequence, broadcast over T) -> (normed, gate)."""
-        scale, shift, gate = self.dense(cond).unsqueeze(-2).chunk(3, dim=-1)  # each [..., 1, dim]
-        h = rms(x, self.eps) * (1.0 + scale.float()) + shift.float()  # [..., T, dim]
+    def forward(self, x: Tensor, cond: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """x [..., dim]; cond [..., cond_dim] broadcastable against x, or, with `rows` [N] (each row's
+        sequence), one per sequence [B, cond_dim] for packed x [N, dim] -> (normed, gate), like x."""
+        modulation = self.dense(cond)  # [..., 3 dim]
+        if rows is not None:
+            modulation = modulation[rows]  # [N, 3 dim]: computed once per sequence, not per row
+        scale, shift, gate = modulation.chunk(3, dim=-1)  # each [..., dim]
+        h = rms(x, self.eps) * (1.0 + scale.float()) + shift.float()  # [..., dim]
         return h.to(x.dtype), gate.to(x.dtype)
