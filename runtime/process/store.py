@@ -24,7 +24,9 @@ def store_address(plan: Plan) -> tuple[str, int]:
 
 
 def needs_store(plan: Plan) -> bool:
-    return bool(tp_groups(plan))
+    """A process group to build: a TP copy, or tensors between hosts over Gloo (tensor_edges.py)."""
+    inter = plan.transport.inter_host if plan.transport is not None else ""
+    return bool(tp_groups(plan)) or (len(plan.hosts) > 1 and inter == "gloo")
 
 
 class HeadStore:

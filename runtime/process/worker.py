@@ -21,8 +21,9 @@ from wgc.runtime.component import Component, load_class
 from wgc.runtime.fake import FakeComponent
 from wgc.runtime.messages import Message, Progress, Ready, Shutdown
 from wgc.runtime.process import wire
-from wgc.runtime.process.endpoints import Endpoints
+from wgc.runtime.process.endpoints import Endpoints, host_of
 from wgc.runtime.process.gate import InitGate
+from wgc.runtime.process.tensor_edges import HEADER, Edges, InOrder, Pending, uses_edges
 from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
 from wgc.runtime.worker.startup import Make, Step, start_rank
 from wgc.runtime.worker.tp_group import build_groups
@@ -67,6 +68,8 @@ class Worker:
         self.parent_fd = parent_fd  # a pipe from the parent: end of file means the parent is gone
         self.codec = Codec()
         self.local: deque[Message] = deque()  # messages to this rank itself
+        self.edges: Edges | None = None  # tensors to other hosts' ranks over Gloo (tensor_edges.py)
+        self.in_order = InOrder()  # arrival order, held behind a payload still on its way
         self.ctx = zmq.Context()
         try:
             self.inbox = wire.pull_socket(self.ctx, endpoints.binds_of_rank(rank))
@@ -74,6 +77,8 @@ class Worker:
             self.outboxes[COORDINATOR] = wire.push_socket(self.ctx, endpoints.coordinator)
             if not fake:  # every communicator before the components, and before Ready (tp_group.py)
                 build_groups(plan, rank, self.progress)
+            if uses_edges(plan) and not fake:
+                self.edges = Edges(plan, rank, host_of(plan, rank).address, self.progress)
             started = start_rank(plan, rank, component_maker(plan, rank, fake), self.progress)
         except BaseException:
             self.ctx.destroy(linger=0)
@@ -90,6 +95,14 @@ class Worker:
     def send(self, destination: int, msg: Message) -> None:
         if destination == self.rank:
             self.local.append(msg)
+        elif self.edges is not None and destination in self.edges.groups:
+            frames = self.codec.encode(msg)
+            if len(frames) == 1:
+                self.outboxes[destination].send_multipart(frames, copy=False)
+                return
+            sizes = ",".join(str(len(f)) for f in frames[1:]).encode()
+            self.outboxes[destination].send_multipart([HEADER, str(self.rank).encode(), frames[0], sizes])
+            self.edges.send(destination, frames[1:])  # the payload, on the edge's group
         else:
             wire.send(self.outboxes[destination], self.codec, msg)
 
@@ -100,10 +113,14 @@ class Worker:
         poller = zmq.Poller()
         poller.register(self.inbox, zmq.POLLIN)
         poller.register(self.parent_fd, zmq.POLLIN)
+        if self.edges is not None:
+            poller.register(self.edges.wake_r, zmq.POLLIN)
         while True:
             events = dict(poller.poll(0 if self.local or self.executor.ready else None))
             if self.parent_fd in events and not os.read(self.parent_fd, 4096):
                 return "parent gone"
+            if self.edges is not None and self.edges.wake_r in events:
+                os.read(self.edges.wake_r, 4096)  # payloads came in: what they held back goes now
             if not self._take_waiting():
                 return "shutdown"
             self.executor.run(max_rounds=1)  # messages (cancels, probes, new requests) are read between rounds
@@ -117,10 +134,25 @@ class Worker:
                 frames = self.inbox.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 break
+            if self.edges is not None and frames[0].bytes == HEADER:
+                source, head, sizes = int(frames[1].bytes), frames[2].bytes, frames[3].bytes.decode()
+                slot = Pending(head)
+                self.edges.recv(source, [int(n) for n in sizes.split(",")], slot)
+                self.in_order.items.append(slot)
+                continue
             msg = wire.decode(self.codec, frames)
             if isinstance(msg, Shutdown):
                 return False
-            self.gate.deliver(msg)
+            if self.in_order.items:
+                self.in_order.items.append(msg)
+            else:
+                self.gate.deliver(msg)
+        for item in self.in_order.ready():
+            if isinstance(item, Pending):
+                if item.frames is not None:  # an error: its peer is gone, the detector reports it
+                    self.gate.deliver(self.codec.decode([item.head, *item.frames]))
+            else:
+                self.gate.deliver(item)
         return True
 
     def close(self) -> None:
