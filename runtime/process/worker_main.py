@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import traceback
@@ -96,5 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _exit(code: int) -> None:
+    """Exit without running interpreter teardown once torch.distributed groups exist: a Gloo pair torn
+    down at interpreter exit after its peer has gone may abort the process (a spurious SIGABRT)."""
+    if "torch.distributed" in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())
