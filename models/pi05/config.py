@@ -78,13 +78,14 @@ class Pi05Config:
     def preset(name: str) -> Pi05Config:
         if name == "tiny":
             # §4.5: 56 px images (16 tokens a camera), a 64-wide 2-layer prefix and a 32-wide expert with
-            # one KV head of 32; the tiny byte tokenizer's 257 ids (and room to spare)
+            # one KV head of 32; the tiny byte tokenizer's 257 ids (and room to spare), whose byte tokens make
+            # a prompt about 3x longer than PaliGemma's: 400 of them
             vision = SiglipConfig(hidden=32, layers=1, heads=2, intermediate=64, image_size=56, patch=14, projection=64)
             prefix = LlamaConfig.gemma(vocab=260, hidden=64, layers=2, heads=2, kv_heads=1, head_dim=32,
                                        intermediate=128, max_positions=1024)
             expert = LlamaConfig.gemma(vocab=260, hidden=32, layers=2, heads=2, kv_heads=1, head_dim=32,
                                        intermediate=64, max_positions=1024)
-            return Pi05Config("tiny", vision, prefix, expert, bos=TINY_BOS)
+            return Pi05Config("tiny", vision, prefix, expert, max_prompt_tokens=400, bos=TINY_BOS)
         if name == "base":
             vision = SiglipConfig(hidden=1152, layers=27, heads=16, intermediate=4304, image_size=224, patch=14,
                                   projection=2048)

@@ -121,7 +121,7 @@ class PaliGemmaWithExpert(KVComponent):
         x, width = call.args[0], self.config.prefix.hidden
         if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[2] != width or not 1 <= x.shape[0] <= self.config.cameras:
             shape = list(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise CallError(call.request, f"{self.spec.name}.prefill: `images` must be image features "
+            raise CallError(call.request, f"`images` must be image features "
                                           f"[1..{self.config.cameras}, tokens, {width}], found {shape}")
         return x.reshape(-1, width).to(self.torch_device, self.dtype)  # [C * T, W]
 
@@ -130,10 +130,10 @@ class PaliGemmaWithExpert(KVComponent):
         state, want = call.args[2], self.norm_stats.state_dim
         if not isinstance(state, Tensor) or state.dim() != 1 or state.shape[0] != want:
             shape = list(state.shape) if isinstance(state, Tensor) else type(state).__name__
-            raise CallError(call.request, f"{self.spec.name}.prefill: `state` must be [{want}] (this checkpoint's "
+            raise CallError(call.request, f"`state` must be [{want}] (this checkpoint's "
                                           f"state dims), found {shape}")
         if not bool(torch.isfinite(state).all()):
-            raise CallError(call.request, f"{self.spec.name}.prefill: `state` holds a NaN or infinite value")
+            raise CallError(call.request, "`state` holds a NaN or infinite value")
         return self.norm_stats.normalize_state(state.cpu(), self.config.action_dim)  # [action_dim]
 
     def prompt_ids(self, call: Call) -> list[int]:
@@ -145,7 +145,7 @@ class PaliGemmaWithExpert(KVComponent):
             text = pi05_prompt(task, discretize(self._state(call))) if self.config.pi05 else task
             ids = encode(self.tokenizer, text)
             if len(ids) > self.config.max_prompt_tokens:
-                raise CallError(call.request, f"{self.spec.name}.prefill: the prompt is {len(ids)} tokens, more "
+                raise CallError(call.request, f"the prompt is {len(ids)} tokens, more "
                                               f"than the model's {self.config.max_prompt_tokens}")
             self._prompts[key] = ids
         return ids
@@ -179,7 +179,7 @@ class PaliGemmaWithExpert(KVComponent):
             rows = []
             for c in wave:
                 if self.kv.length(c.request, self.label_of(c)):
-                    raise CallError(c.request, f"{self.spec.name}.prefill: this request's prefix is already written")
+                    raise CallError(c.request, "this request's prefix is already written")
                 text = self.prefix.embed_tokens(torch.tensor(self.prompt_ids(c), device=self.torch_device))
                 rows.append(torch.cat([self._images(c), text.to(self.dtype)]))  # [n, W]: images first
             writes = [Write(c.request, self.label_of(c), None, r.shape[0]) for c, r in zip(wave, rows)]
@@ -221,14 +221,14 @@ class PaliGemmaWithExpert(KVComponent):
         x, shape = call.args[0], [self.config.chunk, self.config.action_dim]
         if not isinstance(x, Tensor) or list(x.shape) != shape:
             found = list(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise CallError(call.request, f"{self.spec.name}: `x` must be an action chunk {shape}, found {found}")
+            raise CallError(call.request, f"`x` must be an action chunk {shape}, found {found}")
         return x
 
     def velocity(self, calls: list[Call]) -> list[Any]:
         def run(wave: list[Call]) -> list[Any]:
             for c in wave:
                 if not self.kv.length(c.request, self.label_of(c)):
-                    raise CallError(c.request, f"{self.spec.name}.velocity: no prefix (prefill first)")
+                    raise CallError(c.request, "no prefix (prefill first)")
             xs = torch.stack([self._chunk(c) for c in wave]).to(self.torch_device, self.dtype)  # [B, chunk, d]
             ts = torch.tensor([float(c.args[1]) for c in wave], device=self.torch_device)  # [B]
             return list(self.field(wave, xs, ts).float().unbind(0))
