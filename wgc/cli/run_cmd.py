@@ -374,8 +374,10 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str |
     from wgc.runtime.process.errors import StartError
 
     if headless or (node_rank or 0) > 0 or node_name is not None or master is not None:
-        _run_headless(plan_file, fake, headless, node_rank, node_name, nnodes, master, ready_timeout,
-                      bool(requests or serve_at or output_dir), allow_modules)
+        from wgc.cli.run_node import run_headless
+
+        run_headless(plan_file, fake, headless, node_rank, node_name, nnodes, master, ready_timeout,
+                     bool(requests or serve_at or output_dir), allow_modules)
         return
     from_stdin = "-" in requests
     try:
@@ -430,37 +432,6 @@ def _check_nnodes(plan_file: str, nnodes: int) -> None:
     hosts = max(1, len(load_plan(plan_file)[1].hosts))
     if hosts != nnodes:
         raise StartError(f"--nnodes {nnodes}: the plan has {hosts} host{'s' if hosts != 1 else ''}")
-
-
-def _run_headless(plan_file: str, fake: bool, headless: bool, node_rank: int | None, node_name: str | None,
-                  nnodes: int | None, master: str | None, join_timeout: float, serving: bool,
-                  allow_modules: tuple[str, ...]) -> None:
-    """A host other than the head: its agent and workers until the head stops them (run_node.py)."""
-    import asyncio
-
-    from wgc.cli.run_node import run_node
-    from wgc.plan.file import PlanFileError
-    from wgc.runtime.process.errors import StartError
-
-    try:
-        if not headless:
-            raise ValueError("--node-rank, --node and --master-addr are for the other hosts: add --headless "
-                             "(the head runs `wgc run PLAN --serve ...` with none of them)")
-        if serving:
-            raise ValueError("--headless runs no coordinator: --serve, --request and -o go to the head")
-        prefixes = _module_prefixes(allow_modules)
-        status = asyncio.run(_until_signal(run_node(plan_file, node_rank, node_name, nnodes, master, fake,
-                                                    join_timeout, prefixes)))
-    except ValueError as err:
-        click.echo(f"wgc: {err}", err=True)
-        sys.exit(EXIT_USAGE)
-    except PlanFileError as err:
-        click.echo(f"wgc: {err}", err=True)
-        sys.exit(EXIT_USAGE if err.kind == "unreadable" else 1)
-    except (StartError, OSError) as err:
-        click.echo(f"wgc: {err}", err=True)
-        sys.exit(1)
-    sys.exit(status)
 
 
 def _loop_factory(serve_at: str | None) -> Any:

@@ -63,3 +63,39 @@ async def run_node(plan_file: str, node_rank: int | None, node: str | None, nnod
         check_components(plan, prefixes)
     agent = Agent(plan, plan_file, AgentOptions(k, address, port, fake, prefixes, join_timeout))
     return await agent.run()
+
+
+def run_headless(plan_file: str, fake: bool, headless: bool, node_rank: int | None, node_name: str | None,
+                  nnodes: int | None, master: str | None, join_timeout: float, serving: bool,
+                  allow_modules: tuple[str, ...]) -> None:
+    """A host other than the head: its agent and workers until the head stops them (run_node.py)."""
+    import asyncio
+    import sys
+
+    import click
+
+    from wgc.cli.run_cmd import _module_prefixes, _until_signal
+    from wgc.cli.sources import EXIT_USAGE
+    from wgc.plan.file import PlanFileError
+    from wgc.runtime.process.errors import StartError
+
+    try:
+        if not headless:
+            raise ValueError("--node-rank, --node and --master-addr are for the other hosts: add --headless "
+                             "(the head runs `wgc run PLAN --serve ...` with none of them)")
+        if serving:
+            raise ValueError("--headless runs no coordinator: --serve, --request and -o go to the head")
+        prefixes = _module_prefixes(allow_modules)
+        status = asyncio.run(_until_signal(run_node(plan_file, node_rank, node_name, nnodes, master, fake,
+                                                    join_timeout, prefixes)))
+    except ValueError as err:
+        click.echo(f"wgc: {err}", err=True)
+        sys.exit(EXIT_USAGE)
+    except PlanFileError as err:
+        click.echo(f"wgc: {err}", err=True)
+        sys.exit(EXIT_USAGE if err.kind == "unreadable" else 1)
+    except (StartError, OSError) as err:
+        click.echo(f"wgc: {err}", err=True)
+        sys.exit(1)
+    sys.exit(status)
+
