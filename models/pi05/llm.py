@@ -180,7 +180,8 @@ class PaliGemmaWithExpert(KVComponent):
             for c in wave:
                 if self.kv.length(c.request, self.label_of(c)):
                     raise CallError(c.request, "this request's prefix is already written")
-                text = self.prefix.embed_tokens(torch.tensor(self.prompt_ids(c), device=self.torch_device))
+                with torch.no_grad():
+                    text = self.prefix.embed_tokens(torch.tensor(self.prompt_ids(c), device=self.torch_device))
                 rows.append(torch.cat([self._images(c), text.to(self.dtype)]))  # [n, W]: images first
             writes = [Write(c.request, self.label_of(c), None, r.shape[0]) for c, r in zip(wave, rows)]
             with self.kv.stepping(writes, "prefix", True) as prepared, torch.no_grad():
