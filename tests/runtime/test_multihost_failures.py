@@ -135,3 +135,37 @@ def test_when_the_head_is_killed_every_remote_process_is_gone_within_the_thresho
     assert gone_in_time
     assert codes == [1, 1]
     assert all("no heartbeat from the head" in stderr(n) for n in nodes)
+
+
+def test_the_served_heads_health_names_the_host_of_a_dead_remote_rank(tmp_path: Path) -> None:
+    """The head as `wgc run --serve`: after a remote worker is SIGKILLed, /health is 503 naming the
+    rank and its host."""
+    import httpx
+
+    plan = compiled(tmp_path, "bagel", "cpu3-hosts.toml")
+    with Hosts(tmp_path) as hosts:
+        hosts.node(plan, 1)
+        hosts.node(plan, 2)
+        head = hosts.start(str(plan), "--fake", "--serve", "127.0.0.1:0")
+        ready = json.loads(head.stdout.readline())  # type: ignore[union-attr]
+        url = ready["url"].rstrip("/")
+        assert httpx.get(f"{url}/health", timeout=10).status_code == 200
+        pid = next(r["pid"] for r in ready["ranks"] if r["rank"] == 2)
+        os.kill(pid, signal.SIGKILL)
+        response = asyncio.run(_health_down(url))
+    assert response.status_code == 503
+    body = response.json()
+    assert "rank 2" in body["error"]["message"] and "host node2 (127.0.0.4)" in body["error"]["message"]
+
+
+async def _health_down(url: str) -> Any:
+    """/health until it is not 200 (bounded: the agent reports a death within a tick)."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=10) as client:
+        for _ in range(100):
+            response = await client.get(f"{url}/health")
+            if response.status_code != 200:
+                return response
+            await asyncio.sleep(0.1)
+    return response
