@@ -5,8 +5,9 @@ one action chunk [chunk, D] out, as nested lists or raw float32 bytes in base64.
 Robot clients call it at control rates, so it adds little to the walk: images are decoded off the
 event loop, the request goes straight to the runtime (no tokenizer, no template on the way) and the
 answer is one JSON object. What a client can get wrong is refused before any work, 400 naming the
-field: no image, more cameras than the model takes, an image that is not the model's square size
-(resizing with padding is the client's), a state of the wrong length or with a NaN. The sizes come
+field: an image that is not the model's square size (resizing with padding is the client's),
+cameras of two sizes, a state entry that is not finite; the document itself states the camera count
+and the state's length (422 outside them). The sizes come
 from the action emitter's module hook `policy_shape(spec)` (models/pi05/frontend.py: the weights
 the workers load); with fake components, or a module without the hook, only the shapes are checked.
 
@@ -20,7 +21,7 @@ import math
 import weakref
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StrictFloat, StrictInt, create_model
+from pydantic import BaseModel, Field, StrictFloat, StrictInt, WithJsonSchema, create_model
 from starlette.requests import Request
 from starlette.responses import Response
 from wgc.runtime.api import OutputEvent
@@ -36,25 +37,32 @@ from wgc.runtime.http.values import decoded, value_in, value_out
 
 INPUTS = ("images", "prompt", "state")  # the start walk's named inputs the route fills
 Number = StrictFloat | StrictInt
-ImageUrl = Annotated[str, Field(json_schema_extra=IMAGE_URL)]
-Image = Annotated[ImageUrl | dict[str, Any], Field(description="an image data: URL, or a uint8 tensor [H, W, 3]")]
+# documented as a data: URL (what the document can state); a uint8 tensor [H, W, 3] passes too
+Image = Annotated[str | dict[str, Any], WithJsonSchema({"type": "string", **IMAGE_URL}),
+                  Field(description="an image data: URL (or a uint8 tensor {dtype, shape, b64} [H, W, 3])")]
 _shapes: weakref.WeakKeyDictionary[Service, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def request_model(service: Service) -> type[BaseModel]:
+    """The request model; the camera count and the state's length from the hook when known, so that
+    the document states them (an image's size it cannot: that stays the route's 400)."""
     name = "".join(part.capitalize() for part in service.plan.model.split("_"))
     seed = service.caps.param("seed")
     bounds = {k: v for k, v in (("ge", seed.low if seed else None), ("le", seed.high if seed else None))
               if v is not None}
+    known = shape(service)
+    state_len = {"min_length": known["state_dim"], "max_length": known["state_dim"]} if "state_dim" in known else {}
+    cameras = {"max_length": known["cameras"]} if "cameras" in known else {}
     return create_model(
         f"{name}PolicyRequest", __base__=Strict,
         model=(str, Field(..., examples=[service.plan.model])),
-        images=(list[Image], Field(..., min_length=1, description="one image per camera, in the model's camera order")),
-        state=(list[Number], Field(..., description="the robot's state, raw (the model normalises it)")),
+        images=(list[Image], Field(..., min_length=1, **cameras,
+                                   description="one image per camera, in the model's camera order")),
+        state=(list[Number], Field(..., **state_len, description="the robot's state, raw (the model normalises it)")),
         task=(str, Field(..., description="the task, in words")),
         seed=(json_int(**bounds) | None, Field(None, description="the starting noise's seed (-1: from the request)")),
         encoding=(Literal["list", "base64"], "list"),
-        timeout=(Annotated[StrictFloat | StrictInt, Field(ge=1)] | None, None),
+        timeout=(StrictFloat | None, Field(None, ge=1, description="seconds (at least 1); at most the server's own")),
     )
 
 

@@ -78,12 +78,13 @@ def test_the_same_walks_answer_native_generate(server: Server) -> None:
 @pytest.mark.parametrize(("change", "status", "field"), [
     ({"images": [png(64, 0)]}, 400, "images.0"),  # not the model's 56 px
     ({"images": [png(SIZE, 0), png(SIZE - 14, 1)]}, 400, "images.1"),
-    ({"images": [png(SIZE, i) for i in range(4)]}, 400, "images"),  # the model takes 3 cameras
+    ({"images": [png(SIZE, i) for i in range(4)]}, 422, "images"),  # the model takes 3 cameras (documented)
     ({"images": []}, 422, "images"),
     ({"images": ["data:image/png;base64,AAAA"]}, 400, "images.0"),
     ({"images": [{"dtype": "f32", "shape": [SIZE, SIZE, 3], "values": np.zeros((SIZE, SIZE, 3)).tolist()}]},
      400, "images.0"),
-    ({"state": [0.0] * 5}, 400, "state"),
+    ({"state": [0.0] * 5}, 422, "state"),  # the model's 8 (documented)
+    ({"timeout": 0.5}, 422, "timeout"),
     ({"state": [0.0] * 7 + ["x"]}, 422, "state.7"),
     ({"task": None}, 422, "task"),
     ({"seed": -2}, 422, "seed"),
