@@ -143,7 +143,7 @@ class PaliGemmaWithExpert(KVComponent):
         if ids is None:
             task = _text(call.args[1])
             text = pi05_prompt(task, discretize(self._state(call))) if self.config.pi05 else task
-            ids = encode(self.tokenizer, text)
+            ids = encode(self.tokenizer, text, self.config.bos)
             if len(ids) > self.config.max_prompt_tokens:
                 raise CallError(call.request, f"the prompt is {len(ids)} tokens, more "
                                               f"than the model's {self.config.max_prompt_tokens}")

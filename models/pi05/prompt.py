@@ -8,8 +8,9 @@ The prompt is `Task: {task}, State: {b0 b1 ... b31};\\nAction: `, the task strip
 newlines turned into spaces; it is encoded with BOS and never padded (the KV engine holds only the
 valid tokens, so the reference's right padding and mask have nothing to do).
 
-Tokenizers: the checkpoint's PaliGemma tokenizer.json through `tokenizers` (its post-processor adds
-<bos>, id 2), or the tiny preset's byte tokenizer with <bos> at 256.
+Tokenizers: the checkpoint's PaliGemma tokenizer.json through `tokenizers` (<bos> is id 2; put first
+by its post-processor, or by `encode` when it has none), or the tiny preset's byte tokenizer with
+<bos> at 256.
 """
 
 from __future__ import annotations
@@ -45,14 +46,16 @@ def tiny_tokenizer() -> Tokenizer:
 
 
 def load_tokenizer(directory: Path) -> Tokenizer:
-    """The directory's PaliGemma tokenizer.json; it must put <bos> (id 2) first, as the prompt needs."""
+    """The directory's PaliGemma tokenizer.json; its <bos> must be id 2 (PaliGemma's)."""
     tokenizer = read_tokenizer(directory, "PaliGemma's tokenizer")
-    first = tokenizer.encode("a").ids[:1]
-    if first != [BOS]:
-        raise ValueError(f"{Path(directory) / 'tokenizer.json'}: encoding does not start with <bos> (id {BOS}), "
-                         f"found {first}: not PaliGemma's tokenizer")
+    bos = tokenizer.token_to_id("<bos>")
+    if bos != BOS:
+        raise ValueError(f"{Path(directory) / 'tokenizer.json'}: <bos> is {bos}, not {BOS}: not PaliGemma's tokenizer")
     return tokenizer
 
 
-def encode(tokenizer: Tokenizer, text: str) -> list[int]:
-    return tokenizer.encode(text).ids
+def encode(tokenizer: Tokenizer, text: str, bos: int) -> list[int]:
+    """The prompt's ids with <bos> first: added by the tokenizer's post-processor (PaliGemma's, as
+    transformers' add_special_tokens does) or here when a tokenizer.json has none."""
+    ids = tokenizer.encode(text).ids
+    return ids if ids[:1] == [bos] else [bos, *ids]

@@ -28,15 +28,16 @@ def mini_config() -> Pi05Config:
     return Pi05Config("mini", vision, prefix, expert)
 
 
-def paligemma_like_tokenizer() -> Tokenizer:
-    """<pad> 0, <eos> 1, <bos> 2 (prepended), then the 256 byte symbols."""
+def paligemma_like_tokenizer(post_processor: bool = True) -> Tokenizer:
+    """<pad> 0, <eos> 1, <bos> 2 (prepended by the post-processor, unless told), then the 256 byte symbols."""
     alphabet = bytes_to_unicode()
     vocab = {"<pad>": 0, "<eos>": 1, "<bos>": 2, **{alphabet[b]: 3 + b for b in range(256)}}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(n, special=True) for n in ("<pad>", "<eos>", "<bos>")])
-    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
+    if post_processor:
+        tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
     return tok
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from wgc.models.layers.tokenizer import byte_tokenizer
 from wgc.models.pi05 import PaliGemmaWithExpert, SiglipEncoder, policy_shape
 from wgc.models.pi05.weights import checkpoint_name
 from wgc.models.weights_io import WeightsError
@@ -45,6 +46,15 @@ def test_the_components_hold_the_checkpoint_and_run_a_chunk(mini) -> None:
     out = llm.to_actions([Call(1, "", (x,))])[0]
     low = load_file(str(directory / "policy_postprocessor_step_0_unnormalizer_processor.safetensors"))["action.q01"]
     torch.testing.assert_close(out, (x[:, :7] + 1.0) * 3.0 / 2.0 + low)
+
+
+def test_a_tokenizer_json_without_a_post_processor_still_puts_bos_first(tmp_path: Path) -> None:
+    directory = tmp_path / "plain"
+    checkpoint.write(directory)
+    checkpoint.paligemma_like_tokenizer(post_processor=False).save(str(directory / "tokenizer.json"))
+    llm = PaliGemmaWithExpert(spec("llm"), 0, "cpu", weights=directory)
+    ids = llm.prompt_ids(Call(0, "", (None, "a", torch.zeros(8))))
+    assert ids[0] == 2 and ids[1:3] == [3 + ord("T"), 3 + ord("a")] and ids.count(2) == 1
 
 
 def test_the_knob_selects_the_directory_and_the_route_hook_reads_its_shapes(mini, monkeypatch) -> None:
@@ -93,6 +103,8 @@ EXPERT_DENSE = "paligemma_with_expert.gemma_expert.model.layers.1.post_attention
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda d: (d / "config.json").unlink(), r"config\.json: missing"),
     (lambda d: (d / "tokenizer.json").unlink(), r"tokenizer\.json: no tokenizer\.json"),
+    (lambda d: byte_tokenizer({256: "<bos>"}, bos=256).save(str(d / "tokenizer.json")),
+     r"tokenizer\.json: <bos> is 256, not 2: not PaliGemma's tokenizer"),
     (_drop(EXPERT_DENSE), r"model\.safetensors: missing tensor " + EXPERT_DENSE.replace(".", r"\.")),
     (_drop("time_mlp_in.weight"), r"model\.safetensors: missing tensor time_mlp_in\.weight"),
     (_add("paligemma_with_expert.extra.weight", (2,)), r"model\.safetensors: unexpected tensor paligemma_with_expert\.extra"),
