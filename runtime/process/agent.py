@@ -4,8 +4,9 @@ It joins the head (membership.py) and, once welcomed, starts this host's workers
 supervisor the head itself uses (its ranks, its `env`, device indices local to the host), then:
 
 - beats every HEARTBEAT_S, and reports a worker's death (`RankDown`) the moment its pidfd fires;
-- watches the head's beats: silent past the head's threshold, or `Fenced`, the agent stops its
-  workers and exits 1 (self-fencing: no host outlives its head spinning on dead sockets);
+- watches the head's beats: silent a little past the head's threshold (`fence_after`), or
+  `Fenced`, the agent stops its workers and exits 1 (self-fencing: no host outlives its head
+  spinning on dead sockets);
 - on the head's `Stop` (an orderly shutdown) or SIGINT/SIGTERM, stops its workers and exits.
 
 Start order is free: the join is repeated every JOIN_EVERY_S until the head answers, for at most
@@ -106,7 +107,7 @@ class Agent:
                 if isinstance(msg, mb.Refused):
                     raise AgentExit(1, f"the head refused host {self.host.name}: {msg.reason}")
                 if isinstance(msg, mb.Welcome):
-                    self.generation, self.timeout = msg.generation, msg.timeout
+                    self.generation, self.timeout = msg.generation, mb.fence_after(msg.timeout)
                     say(f"host {self.host.name} joined; starting ranks {', '.join(map(str, self.host.ranks))}")
                     return
         raise AgentExit(1, f"host {self.host.name}: the head at {where} did not answer in "

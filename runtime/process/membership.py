@@ -24,6 +24,14 @@ HEARTBEAT_S = 0.25  # how often each side beats
 DEFAULT_TIMEOUT_S = 3.0  # silence after which a peer is down (12 missed beats)
 
 
+def fence_after(timeout: float) -> float:
+    """How long a host waits without the head's beats before it stops itself: longer than the head
+    waits for it, so that in a partition the head declares the host down first and the requests'
+    errors name the host, not a connection its fenced workers tore down (Gloo's pairs on loopback
+    may leave from 127.0.0.1, which a partition of the host's own address does not cut)."""
+    return timeout + max(1.0, 0.5 * timeout)
+
+
 class Join(Struct, tag="join", frozen=True):
     node_rank: int
     host: str

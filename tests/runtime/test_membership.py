@@ -100,6 +100,11 @@ def test_a_silent_peer_is_down_once_and_stays_down() -> None:
     assert live.expired(10.0) == [(2, 8.1)]
 
 
+def test_a_host_fences_itself_only_after_the_head_has_declared_it_down() -> None:
+    assert mb.fence_after(3.0) == 4.5 and mb.fence_after(1.0) == 2.0
+    assert all(mb.fence_after(t) > t + mb.HEARTBEAT_S for t in (0.5, 2.0, 10.0))
+
+
 def test_strangers_bytes_are_not_messages() -> None:
     assert mb.decode(b"\x00garbage") is None
     assert mb.decode(mb.encode(mb.Beat(5, 1))) == mb.Beat(5, 1)
