@@ -4,7 +4,8 @@
                          max_action_dim, num_inference_steps, tokenizer_max_length, image_resolution,
                          paligemma_variant, action_expert_variant
     model.safetensors    (or shards with model.safetensors.index.json) lerobot's names, with or
-                         without an outer `model.`:
+                         without an outer `model.` (transformers' older PaliGemma names, from
+                         conversions before 4.52, are read too: `paligemma.language_model.model.*`):
         paligemma_with_expert.paligemma.model.vision_tower.vision_model.*     SigLIP
         paligemma_with_expert.paligemma.model.multi_modal_projector.linear.*  projector
         paligemma_with_expert.paligemma.model.language_model.{layers.*, norm.weight}   Gemma-2B
@@ -67,6 +68,9 @@ LANGUAGE = PALI + "model.language_model."
 EMBEDDING = PALI + "lm_head.weight"
 EXPERT = "paligemma_with_expert.gemma_expert.model."
 UNUSED = ("paligemma_with_expert.gemma_expert.lm_head.", EXPERT + "embed_tokens.", LANGUAGE + "embed_tokens.")
+OLDER = ((PALI + "language_model.model.", LANGUAGE), (PALI + "language_model.lm_head.", PALI + "lm_head."),
+         (PALI + "vision_tower.", VISION + "vision_tower."),
+         (PALI + "multi_modal_projector.", VISION + "multi_modal_projector."))
 VARIANTS = {"gemma_2b": (8, 1, 256), "gemma_300m": (8, 1, 256)}  # (heads, kv_heads, head_dim)
 SIGLIP_HEAD_DIM = 72
 log = logging.getLogger("wgc.models.pi05")
@@ -76,6 +80,16 @@ def checkpoint_name(part: str) -> Callable[[str], str]:
     """Our parameter name -> the checkpoint's, for each part: "tower", "prefix", "expert", "heads"."""
     return {"tower": lambda n: VISION + n, "prefix": lambda n: EMBEDDING if n == "embed_tokens.weight" else LANGUAGE + n,
             "expert": lambda n: EXPERT + n, "heads": lambda n: n}[part]
+
+
+def _current(name: str) -> str:
+    """A checkpoint name in transformers' newer PaliGemma layout (>= 4.52: `paligemma.model.*` and
+    `paligemma.lm_head`); checkpoints converted with the older one (`paligemma.language_model.model.*`,
+    `paligemma.vision_tower.*`, `paligemma.language_model.lm_head`) are read the same."""
+    for old, new in OLDER:
+        if name.startswith(old):
+            return new + name[len(old):]
+    return name
 
 
 def _layers(found: Found, prefix: str) -> int:
@@ -92,8 +106,12 @@ class Checkpoint:
             raise WeightsError(f"{self.directory}: not a directory (a lerobot pi05_base-layout checkpoint)")
         self.raw = read_json(self.directory / CONFIG, f"{self.directory / CONFIG}: missing (lerobot's PI05Config)")
         found = read_checkpoint(self.directory)
-        self.outer = "model." if found and all(n.startswith("model.") for n in found) else ""
-        self.found: dict[str, Any] = {n.removeprefix(self.outer): e for n, e in found.items()}
+        outer = "model." if found and all(n.startswith("model.") for n in found) else ""
+        self.stored = {_current(n.removeprefix(outer)): n for n in found}  # our reading of a name -> the file's
+        if len(self.stored) != len(found):
+            raise WeightsError(f"{self._first(found)}: a tensor is stored under both the older and the newer "
+                               "transformers name (paligemma.language_model.model.* and paligemma.model.language_model.*)")
+        self.found: dict[str, Any] = {n: found[stored] for n, stored in self.stored.items()}
         self.config = self._config()
 
     # ---- the config --------------------------------------------------------------------------
@@ -159,12 +177,15 @@ class Checkpoint:
         if isinstance(module, LlamaModel):  # allocating each module's parameters apart unties the head
             module.lm_head.weight = module.embed_tokens.weight
         params = dict(module.named_parameters())
-        load_tensors({self.outer + names[n]: params[n] for n in params},
-                     {self.outer + n: e for n, e in part.items()})
+        load_tensors({self.stored[names[n]]: params[n] for n in params},
+                     {self.stored[n]: e for n, e in part.items()})
         return module.eval()
 
     def _file(self) -> Path:
-        return next(iter(self.found.values())).path if self.found else self.directory
+        return self._first(self.found)
+
+    def _first(self, found: Found) -> Path:
+        return next(iter(found.values())).path if found else self.directory
 
     def check_unexpected(self) -> None:
         """Every tensor belongs to some part or is known to be unused."""

@@ -52,12 +52,27 @@ def state_dict(config: Pi05Config) -> dict[str, torch.Tensor]:
     return out
 
 
-def write(directory: Path, config: Pi05Config | None = None, outer: bool = True) -> dict[str, torch.Tensor]:
-    """The miniature directory; returns the tensors written (lerobot's names, no outer prefix)."""
+OLDER = (("paligemma_with_expert.paligemma.model.language_model.", "paligemma_with_expert.paligemma.language_model.model."),
+         ("paligemma_with_expert.paligemma.lm_head.", "paligemma_with_expert.paligemma.language_model.lm_head."),
+         ("paligemma_with_expert.paligemma.model.", "paligemma_with_expert.paligemma."))
+
+
+def older_name(name: str) -> str:
+    """transformers' PaliGemma names before 4.52 (paligemma.language_model.model.*, paligemma.vision_tower.*)."""
+    for new, old in OLDER:
+        if name.startswith(new):
+            return old + name[len(new):]
+    return name
+
+
+def write(directory: Path, config: Pi05Config | None = None, outer: bool = True,
+          older: bool = False) -> dict[str, torch.Tensor]:
+    """The miniature directory; returns the tensors written (lerobot's current names, no outer prefix)."""
     config = config or mini_config()
     directory.mkdir(parents=True, exist_ok=True)
     tensors = state_dict(config)
-    save_file({("model." if outer else "") + k: v for k, v in tensors.items()}, str(directory / "model.safetensors"))
+    stored = {("model." if outer else "") + (older_name(k) if older else k): v for k, v in tensors.items()}
+    save_file(stored, str(directory / "model.safetensors"))
     (directory / "config.json").write_text(json.dumps({
         "type": "pi05", "chunk_size": config.chunk, "max_state_dim": 32, "max_action_dim": 32,
         "num_inference_steps": 10, "tokenizer_max_length": 200, "image_resolution": [56, 56],

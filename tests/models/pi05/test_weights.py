@@ -48,6 +48,17 @@ def test_the_components_hold_the_checkpoint_and_run_a_chunk(mini) -> None:
     torch.testing.assert_close(out, (x[:, :7] + 1.0) * 3.0 / 2.0 + low)
 
 
+def test_the_older_transformers_names_load_the_same(tmp_path: Path) -> None:
+    tensors = checkpoint.write(tmp_path / "older", outer=False, older=True)
+    keys = load_file(str(tmp_path / "older" / "model.safetensors")).keys()
+    assert "paligemma_with_expert.paligemma.language_model.model.layers.0.mlp.up_proj.weight" in keys
+    vit, llm = load(tmp_path / "older")
+    for part, module in (("tower", vit.model), ("prefix", llm.prefix)):
+        name = checkpoint_name(part)
+        for n, p in module.named_parameters():
+            assert torch.equal(p, tensors[name(n)]), n
+
+
 def test_a_tokenizer_json_without_a_post_processor_still_puts_bos_first(tmp_path: Path) -> None:
     directory = tmp_path / "plain"
     checkpoint.write(directory)
