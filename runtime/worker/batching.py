@@ -178,7 +178,11 @@ class Batcher:
         budget = self.budgets.get(component)
         if budget is None:
             budget = self.budgets[component] = int(comp.spec.settings.get("token_budget") or 0) or 1 << 30
-        decision = schedule(demands, groups, comp.pool_free(), budget, comp.pool_holders())
+        free = comp.pool_free()
+        # Who holds what matters only to preempt, when the round's calls may not all fit; counting it
+        # walks every page table of the pool (O(context) a step: 0.36 ms at batch 32 of 2,000-token rows).
+        short = sum(d.pages(d.tokens) for d in demands) > free
+        decision = schedule(demands, groups, free, budget, comp.pool_holders() if short else {})
         self.budgets[component] = budget - decision.budget_used
         for request in decision.preempted:
             comp.preempt(request)

@@ -167,3 +167,22 @@ def test_requests_sharing_prefix_pages_on_a_tight_pool_all_finish_as_they_would_
     assert lm.counters()["prefix_hit_tokens"] > 0 and c.executors[0].counters()["preemptions"] > 0
     assert lm.counters()["kv_pages_used"] == 0
     lm.pages.check()
+
+
+def test_the_pool_holders_are_counted_only_when_a_round_may_not_fit() -> None:
+    counts = {}
+    for pages in (64, 12):
+        c, made = cluster(pages=pages)
+        lm = lm_of(made)
+        asked = [0]
+        holders = lm.pool_holders
+
+        def counting(holders=holders, asked=asked) -> dict[int, int]:
+            asked[0] += 1
+            return holders()
+
+        lm.pool_holders = counting  # type: ignore[method-assign]
+        run_tokens(c, made, load(8))
+        counts[pages] = (asked[0], c.executors[0].counters()["preemptions"])
+    assert counts[64] == (0, 0)  # a roomy pool: every round fits, no page table walked
+    assert counts[12][0] > 0 and counts[12][1] > 0  # a tight one: asked, and preempted as before
