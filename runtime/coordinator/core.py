@@ -26,6 +26,7 @@ from wgc.runtime.messages import (
     Health,
     Message,
     Output,
+    Outputs,
     Progress,
     Ready,
     RequestInit,
@@ -199,8 +200,8 @@ def _count(counts: dict[tuple[str, str, int], int], key: tuple[str, str, int], n
 
 # The core's handler for every message a worker sends it, by type: a renamed message keeps its handler, and a
 # message type without one fails this import. The process coordinator (runtime/process/coordinator.py) answers
-# these itself and never hands them to the core:
-ELSEWHERE = {Health, Progress, Ready}
+# these itself and never hands them to the core (an Outputs it unpacks into its Outputs):
+ELSEWHERE = {Health, Progress, Ready, Outputs}
 HANDLERS: dict[type, Callable[[CoordinatorCore, Any, Tracked], None]] = {
     Output: CoordinatorCore._on_output,
     FlowDone: CoordinatorCore._on_flow_done,

@@ -34,6 +34,7 @@ from wgc.runtime.messages import (
     Health,
     HealthQuery,
     Message,
+    Outputs,
     Progress,
     Ready,
     Shutdown,
@@ -98,7 +99,10 @@ class Coordinator:
             self.flush()
 
     def route(self, msg: Message) -> None:
-        if isinstance(msg, Ready):
+        if isinstance(msg, Outputs):  # a worker's round of outputs, in the order it emitted them
+            for item in msg.items:
+                self.core.on_message(item)
+        elif isinstance(msg, Ready):
             self.on_ready(msg)
         elif isinstance(msg, Progress):
             if self.on_progress is not None:

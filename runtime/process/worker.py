@@ -23,6 +23,7 @@ from wgc.runtime.messages import Message, Progress, Ready, Shutdown
 from wgc.runtime.process import wire
 from wgc.runtime.process.endpoints import Endpoints, host_of
 from wgc.runtime.process.gate import InitGate
+from wgc.runtime.process.out_batch import OutBatch
 from wgc.runtime.process.tensor_edges import HEADER, Edges, InOrder, Pending, uses_edges
 from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
 from wgc.runtime.worker.startup import Make, Step, start_rank
@@ -70,6 +71,7 @@ class Worker:
         self.local: deque[Message] = deque()  # messages to this rank itself
         self.edges: Edges | None = None  # tensors to other hosts' ranks over Gloo (tensor_edges.py)
         self.in_order = InOrder()  # arrival order, held behind a payload still on its way
+        self.out = OutBatch(rank, self._send)  # a round's Outputs leave as one message
         self.ctx = zmq.Context()
         try:
             self.inbox = wire.pull_socket(self.ctx, endpoints.binds_of_rank(rank))
@@ -84,7 +86,7 @@ class Worker:
             self.ctx.destroy(linger=0)
             raise
         self.captures = started.captures
-        self.executor = Executor(plan, rank, started.components, self.send, Options(fake_inputs=fake))
+        self.executor = Executor(plan, rank, started.components, self.out.send, Options(fake_inputs=fake))
         self.gate = InitGate(self.executor)
 
     def progress(self, line: str, step: Step | None = None) -> None:
@@ -93,6 +95,9 @@ class Worker:
         self.send(COORDINATOR, Progress(self.rank, line, phase, done, total))
 
     def send(self, destination: int, msg: Message) -> None:
+        self.out.send(destination, msg)
+
+    def _send(self, destination: int, msg: Message) -> None:
         if destination == self.rank:
             self.local.append(msg)
         elif self.edges is not None and destination in self.edges.groups:
@@ -124,6 +129,7 @@ class Worker:
             if not self._take_waiting():
                 return "shutdown"
             self.executor.run(max_rounds=1)  # messages (cancels, probes, new requests) are read between rounds
+            self.out.flush()
 
     def _take_waiting(self) -> bool:
         """Deliver every message already here; False on Shutdown."""
