@@ -61,6 +61,20 @@ def test_rmsnorm_matches_its_formula_and_keeps_dtype() -> None:
     assert norm(x.bfloat16()).dtype == torch.float32  # float32 weight times bf16: promoted, as in HF
 
 
+@pytest.mark.parametrize("shape, eps", [((1, 128), 1e-5), ((32, 128), 1e-5), ((7, 512), 1e-6), ((2, 3, 64), 1e-2)])
+def test_rmsnorm_float32_fast_path_is_bitwise_the_composite(shape: tuple[int, ...], eps: float) -> None:
+    """float32 goes through F.rms_norm (one call): bitwise what the float32 composite (rms, then the
+    weight times it) gives, so greedy tokens cannot move; a wrong eps or weight would show here."""
+    from wgc.models.layers.norm import rms
+
+    norm = RMSNorm(shape[-1], eps=eps)
+    with torch.no_grad():
+        norm.weight.normal_()
+    x = torch.randn(*shape) * 3
+    with torch.no_grad():
+        assert torch.equal(norm(x), norm.weight * rms(x, eps))
+
+
 def test_rotary_scores_depend_only_on_relative_position() -> None:
     rope = RotaryEmbedding(32, 500000.0, Llama3Scaling(original_max_positions=256))
     q, k = torch.randn(1, 2, 32), torch.randn(1, 2, 32)  # [1, heads, d]
