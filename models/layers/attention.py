@@ -13,10 +13,17 @@ from torch import Tensor, nn
 from wgc.models.layers.norm import RMSNorm
 from wgc.models.layers.rope import apply_rotary
 from wgc.runtime.engines.attention import KVStep, Mode, dense_attention
+from wgc.runtime.engines.cpu_linear import FusedWeight, fused_linear
 
 
 class SelfAttention(nn.Module):
-    """q/k/v projections, rotary embeddings, attention, output projection; kv_heads divides heads."""
+    """q/k/v projections, rotary embeddings, attention, output projection; kv_heads divides heads.
+
+    With `fused` (set by cpu_linear.pack_linears on CPU) the three projections of the module's own
+    expert run as one product over their concatenated weights, and q and k are rotated in one call."""
+
+    fuses_projections = True
+    fused: FusedWeight | None = None
 
     def __init__(self, layer: int, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool = False, *,
                  o_bias: bool | None = None, qk_norm_eps: float | None = None) -> None:
@@ -36,12 +43,26 @@ class SelfAttention(nn.Module):
     def qkv(self, x: Tensor, cos: Tensor, sin: Tensor, expert: str = "") -> tuple[Tensor, Tensor, Tensor]:
         """x [..., hidden] -> rotated q [..., heads, head_dim], k and v [..., kv_heads, head_dim], through
         the projections named with the suffix `expert` ("" for this module's own)."""
+        if self.fused is not None and not expert:
+            return self._fused_qkv(x, cos, sin, self.fused)
         q = getattr(self, "q_proj" + expert)(x).unflatten(-1, (self.heads, self.head_dim))  # [..., heads, head_dim]
         k = getattr(self, "k_proj" + expert)(x).unflatten(-1, (self.kv_heads, self.head_dim))  # [..., kv_heads, hd]
         v = getattr(self, "v_proj" + expert)(x).unflatten(-1, (self.kv_heads, self.head_dim))  # [..., kv_heads, hd]
         if self.qk_norm:
             q, k = getattr(self, "q_norm" + expert)(q), getattr(self, "k_norm" + expert)(k)
         return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v
+
+    def _fused_qkv(self, x: Tensor, cos: Tensor, sin: Tensor, fused: FusedWeight) -> tuple[Tensor, Tensor, Tensor]:
+        """`qkv` through one product; the same values as the three (to float rounding: tests/engines/test_fused_projections.py)."""
+        h, kv = self.heads, self.kv_heads
+        out = fused_linear(x, (self.q_proj, self.k_proj, self.v_proj), fused)  # [..., (h + 2 kv) * head_dim]
+        out = out.unflatten(-1, (h + 2 * kv, self.head_dim))  # [..., h + 2 kv, head_dim]
+        v = out[..., h + kv:, :]  # [..., kv_heads, head_dim]
+        if self.qk_norm:
+            q, k = self.q_norm(out[..., :h, :]), self.k_norm(out[..., h:h + kv, :])
+            return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v
+        qk = apply_rotary(out[..., :h + kv, :], cos, sin)  # [..., h + kv, head_dim]: one rotation for both
+        return qk[..., :h, :], qk[..., h:, :], v
 
     def out(self, attended: Tensor, expert: str = "") -> Tensor:
         """attended [..., heads, head_dim] -> [..., hidden] through the output projection of `expert`."""

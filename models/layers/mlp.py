@@ -7,6 +7,7 @@ from functools import partial
 
 import torch.nn.functional as F
 from torch import Tensor, nn
+from wgc.runtime.engines.cpu_linear import FusedWeight, fused_linear
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "silu": F.silu,
@@ -15,6 +16,11 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
 
 
 class SwiGLU(nn.Module):
+    """With `fused` (set by cpu_linear.pack_linears on CPU) gate and up run as one product."""
+
+    fuses_projections = True
+    fused: FusedWeight | None = None
+
     def __init__(self, hidden: int, intermediate: int, bias: bool = False, activation: str = "silu") -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
@@ -25,4 +31,7 @@ class SwiGLU(nn.Module):
         self.act = ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.fused is not None:
+            gate, up = fused_linear(x, (self.gate_proj, self.up_proj), self.fused).chunk(2, dim=-1)  # [..., inter]
+            return self.down_proj(self.act(gate) * up)  # [..., hidden]
         return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))  # [..., hidden]

@@ -11,7 +11,8 @@ row takes it too. On small weights (the 0.7M shape's 128 x 256) oneDNN's fixed c
 10 us is more than the product: those keep `F.linear`.
 
 `pack_linears(model)` gives every `nn.Linear` of a model (and any module whose class sets
-`packs_weight`, as the shared `LMHead` does, calling `linear` with its `packed`) this forward;
+`packs_weight`, as the shared `LMHead` does, calling `linear` with its `packed`) this forward, and a
+module whose class sets `fuses_projections` a `FusedWeight` (`fused`) for its projections of one input;
 a kv component calls it once for its model on CPU (`KVComponent.use_graphs`). What it keeps:
 - the module's own `weight` and `bias` Parameters, untouched: state dicts, loaders, `.to()` and
   tied weights see no difference;
@@ -72,6 +73,47 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, packed: PackedWeight 
     return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed.get(weight), bias, "none", [], "")
 
 
+class FusedWeight:
+    """Several projections of one input as one product: their weights (and biases) concatenated along
+    the output axis, made on first use and again whenever one of them changed (keyed like
+    PackedWeight), and packed in turn. A module that sets `fuses_projections` gets one per group
+    from `pack_linears` (SelfAttention: q/k/v; SwiGLU: gate/up). Why: a decode step of a small model
+    is a few hundred operators of a few microseconds each; one product instead of three (two) saves
+    the calls and reads the input once, and the wider weight crosses MIN_PACKED_WEIGHT sooner."""
+
+    __slots__ = ("key", "weight", "bias", "packed")
+
+    def __init__(self) -> None:
+        self.key: tuple[Any, ...] | None = None
+        self.weight: Tensor | None = None
+        self.bias: Tensor | None = None
+        self.packed = PackedWeight()
+
+    def get(self, parts: tuple[nn.Linear, ...]) -> tuple[Tensor, Tensor | None]:
+        key = tuple((p.weight.data_ptr(), p.weight._version, None if p.bias is None else p.bias._version)
+                    for p in parts)
+        if self.key != key or self.weight is None:
+            self.weight = torch.cat([p.weight.detach() for p in parts])  # [sum out, in]
+            has_bias = [p.bias is not None for p in parts]
+            if any(has_bias) and not all(has_bias):
+                raise ValueError("fused projections must all have a bias or none")
+            self.bias = torch.cat([p.bias.detach() for p in parts]) if all(has_bias) else None  # type: ignore[union-attr]
+            self.packed = PackedWeight()  # a new tensor may reuse the old one's address: pack it afresh
+            self.key = key
+        return self.weight, self.bias
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FusedWeight:
+        return FusedWeight()
+
+
+def fused_linear(x: Tensor, parts: tuple[nn.Linear, ...], fused: FusedWeight) -> Tensor:
+    """x through every projection of `parts` at once: [..., sum of their out_features], in their order."""
+    if torch.is_grad_enabled() and (x.requires_grad or any(p.weight.requires_grad for p in parts)):
+        return torch.cat([p(x) for p in parts], dim=-1)  # autograd: the modules' own products
+    weight, bias = fused.get(parts)
+    return linear(x, weight, bias, fused.packed)
+
+
 class PackedLinear(nn.Linear):
     """nn.Linear whose forward is `linear` over its packed weight (set by `pack_linears`)."""
 
@@ -88,6 +130,9 @@ def pack_linears(model: nn.Module) -> int:
         return 0
     count = 0
     for module in model.modules():
+        if getattr(type(module), "fuses_projections", False) and not isinstance(getattr(module, "fused", None),
+                                                                               FusedWeight):
+            module.fused = FusedWeight()  # type: ignore[assignment]
         if type(module) is nn.Linear:
             module.__class__ = PackedLinear  # same Parameters, same state dict: only the forward differs
         elif not isinstance(module, PackedLinear) and not getattr(type(module), "packs_weight", False):
