@@ -10,7 +10,7 @@ request than the server does, and would be what is measured), on two routes: the
 `/v1/generate` (stream false) and `/v1/chat/completions` (non-streaming). Two servers run side by
 side and are driven in turn, round after round (the best round counts): `HTTP` as served, and
 `HTTP plain` with WGC_HTTP_PLAIN=1 (h11, asyncio's loop, every request prepared on a worker thread:
-runtime/http/server.py, offload.py). Besides requests/s, the server process's own CPU time per
+runtime/http/serving/server.py, runtime/http/admission/offload.py). Besides requests/s, the server process's own CPU time per
 request (user + system from /proc, the worker processes apart), which the machine's other load
 disturbs less than wall time. The overhead ratio is API requests/s over HTTP requests/s. Client,
 server and worker share the machine's cores: on a 2-core box the client's own cost is part of the

@@ -2,7 +2,7 @@
 
 from wgc.models.bagel.combine import GuidanceCombine as GuidanceCombine
 from wgc.models.bagel.config import BagelLLMConfig as BagelLLMConfig
-from wgc.models.bagel.frontend import tokenizer as tokenizer  # the HTTP frontend's hook (runtime/http/hooks.py)
+from wgc.models.bagel.frontend import tokenizer as tokenizer  # the HTTP frontend's hook (runtime/http/serving/hooks.py)
 from wgc.models.bagel.latents import LatentAdapter as LatentAdapter
 from wgc.models.bagel.latents import PositionTable as PositionTable
 from wgc.models.bagel.latents import TimestepEmbedder as TimestepEmbedder

@@ -1,4 +1,4 @@
-"""What the HTTP frontend asks of BAGEL's module (runtime/http/hooks.py): `tokenizer(spec)`.
+"""What the HTTP frontend asks of BAGEL's module (runtime/http/serving/hooks.py): `tokenizer(spec)`.
 
 BAGEL has no chat format: `interleave_inference` takes the prompt's parts in order, each text part
 wrapped in `<|im_start|> ... <|im_end|>` by the LLM itself (vocab.wrap_prompt). The chat template
@@ -28,7 +28,7 @@ CHAT_TEMPLATE = "{% for m in messages %}{% if not loop.first %}{{ '\\n' }}{% end
 
 
 class BagelTokenizer:
-    """runtime/http/tokenizer.Tokenizer over a byte-level BPE `tokenizers.Tokenizer`."""
+    """runtime/http/text/tokenizer.Tokenizer over a byte-level BPE `tokenizers.Tokenizer`."""
 
     chat_template = CHAT_TEMPLATE
     bos_token = ""

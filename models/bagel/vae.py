@@ -9,8 +9,8 @@
                                  z / scale + shift, decoder, (x * 0.5 + 0.5) clamped to [0, 1], * 255,
                                  cast to uint8 (truncated, as BAGEL's `decode_image` does) -> [H, W, 3]
 
-The uint8 [H, W, 3] output is what runtime/http/png.py encodes as it is; the input is what
-runtime/http/media.py decodes an image to (uint8 [H, W, 3]).
+The uint8 [H, W, 3] output is what runtime/http/media/png.py encodes as it is; the input is what
+runtime/http/media/decode.py decodes an image to (uint8 [H, W, 3]).
 
 The FLUX configuration in diffusers' terms: latent_channels 16, block_out_channels ch * mult, one
 DownEncoderBlock2D / UpDecoderBlock2D per mult, no quant / post-quant convs, scaling 0.3611 and

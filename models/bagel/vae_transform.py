@@ -18,7 +18,7 @@ __all__ = ["ResizeRule", "as_rgb", "fit", "resize", "vae_pixels"]
 
 
 def as_rgb(img: object) -> Tensor:
-    """An `image` input (uint8 [H, W, 3], as runtime/http/media.py decodes it) as a CPU uint8 tensor;
+    """An `image` input (uint8 [H, W, 3], as runtime/http/media/decode.py decodes it) as a CPU uint8 tensor;
     [H, W] grey and [H, W, 4] RGBA are accepted too (grey repeated, alpha dropped)."""
     pixels = torch.as_tensor(img).detach().to("cpu")
     if pixels.dtype != torch.uint8:

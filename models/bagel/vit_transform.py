@@ -1,6 +1,6 @@
 """BAGEL's ViT input: an image resized with its aspect ratio kept, normalised, cut into patches.
 
-The image arrives as the runtime hands every image part to a component (runtime/http/media.py):
+The image arrives as the runtime hands every image part to a component (runtime/http/media/decode.py):
 a uint8 tensor [H, W, 3]. It is resized as BAGEL's `ImageTransform(980, 224, 14)` does, with
 resize.py's rule, after the VAE's resize that BAGEL applies to every input image first; values go
 to [-1, 1] (mean 0.5, std 0.5).

@@ -20,7 +20,7 @@ def _tokenizer(directory: Path | None) -> ChatTokenizer:
 
 
 def tokenizer(spec: ComponentSpec) -> ChatTokenizer:
-    """The HTTP frontend's hook (runtime/http/hooks.py): the checkpoint's tokenizer and chat template,
+    """The HTTP frontend's hook (runtime/http/serving/hooks.py): the checkpoint's tokenizer and chat template,
     or the tiny preset's (the walk's `eos`, which every stop id leaves the component as, is an end
     token of the frontend's as every emitter's const is)."""
     return _tokenizer(settings.weights_dir(KNOB))

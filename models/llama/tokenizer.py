@@ -1,4 +1,4 @@
-"""The llama family's tokenizer as the HTTP frontend takes it (runtime/http/tokenizer.py): the
+"""The llama family's tokenizer as the HTTP frontend takes it (runtime/http/text/tokenizer.py): the
 checkpoint's tokenizer.json with the chat template and named special tokens of its
 tokenizer_config.json (or chat_template.jinja, which transformers writes beside it and prefers),
 else the tiny byte-level tokenizer with a Llama-3-style template.
@@ -24,7 +24,7 @@ SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token"
 
 
 class ChatTokenizer:
-    """runtime/http/tokenizer.Tokenizer over a `tokenizers.Tokenizer`, with the chat template's data."""
+    """runtime/http/text/tokenizer.Tokenizer over a `tokenizers.Tokenizer`, with the chat template's data."""
 
     def __init__(self, tokenizer: Tokenizer, chat_template: str | None, specials: dict[str, str],
                  stop_ids: Sequence[int]) -> None:

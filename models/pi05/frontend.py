@@ -1,4 +1,4 @@
-"""What the policy route (runtime/http/policy.py) checks before a request runs: the camera images'
+"""What the policy route (runtime/http/native/policy.py) checks before a request runs: the camera images'
 size and count, the state's length and the action chunk's shape, for the weights the workers load
 (WGC_PI05_DIR's checkpoint, else the tiny preset). Looked up as the module hook `policy_shape(spec)`."""
 

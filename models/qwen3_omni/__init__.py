@@ -1,6 +1,6 @@
 """Qwen3-Omni (Qwen/Qwen3-Omni-30B-A3B-Instruct): text, audio, images and video in; text and speech out.
 
-`tokenizer`, `voices` and `sample_rate` are the HTTP frontend's hooks (frontend.py, runtime/http/hooks.py)."""
+`tokenizer`, `voices` and `sample_rate` are the HTTP frontend's hooks (frontend.py, runtime/http/serving/hooks.py)."""
 
 from wgc.models.qwen3_omni.audio import AudioEncoder as AudioEncoder
 from wgc.models.qwen3_omni.code2wav import Code2Wav as Code2Wav

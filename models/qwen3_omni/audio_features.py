@@ -1,6 +1,6 @@
 """The audio encoder's input: a clip checked, resampled to 16 kHz, and made into its log-mel features.
 
-A clip arrives as the HTTP frontend hands every audio input to a component (runtime/http/media.py
+A clip arrives as the HTTP frontend hands every audio input to a component (runtime/http/media/decode.py
 `audio_clip`): a dict `{"samples": float32 [N] in [-1, 1], mono, "rate": the WAV's own rate}`, or a
 pair `(samples, rate)`, resampled here. A bare tensor (or numpy array) is taken to be at 16 kHz.
 

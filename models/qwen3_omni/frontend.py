@@ -1,4 +1,4 @@
-"""What the HTTP frontend asks of Qwen3-Omni's module (runtime/http/hooks.py): `tokenizer(spec)`,
+"""What the HTTP frontend asks of Qwen3-Omni's module (runtime/http/serving/hooks.py): `tokenizer(spec)`,
 `voices(spec)` and `sample_rate(spec)`.
 
 The chat template. The thinker frames a request's parts itself (chat.py): a part written while no
@@ -46,7 +46,7 @@ CHAT_TEMPLATE = (
 
 
 class OmniTokenizer:
-    """runtime/http/tokenizer.Tokenizer over the thinker's byte-level BPE `tokenizers.Tokenizer`."""
+    """runtime/http/text/tokenizer.Tokenizer over the thinker's byte-level BPE `tokenizers.Tokenizer`."""
 
     chat_template = CHAT_TEMPLATE
     bos_token = ""

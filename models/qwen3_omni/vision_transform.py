@@ -1,7 +1,7 @@
 """The vision encoder's input: an image or a video checked, resized, normalised and cut into patches
 as the checkpoint's processor does (transformers `Qwen2VLImageProcessorPil` / `Qwen2VLVideoProcessor`).
 
-An image arrives as the runtime hands every image part to a component (runtime/http/media.py): a
+An image arrives as the runtime hands every image part to a component (runtime/http/media/decode.py): a
 uint8 tensor [H, W, 3]. A video is its frames, uint8 [T, H, W, 3] (a tensor through /v1/generate; the
 frontend decodes no video), taken at `VisionConfig.video_fps` frames a second, or a dict
 `{"frames": [T, H, W, 3], "fps": float}`.

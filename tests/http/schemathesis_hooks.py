@@ -5,7 +5,7 @@ one rule across fields it cannot state.
 - `image-data-url`, `audio-data-url`, `wav-base64` and the edit form's image/png, image/jpeg and
   image/webp: small real images and a WAV, so a schema-valid request carries media that decode.
 - Rules across fields: a prompt and the max_tokens asked for must fit the model's positions together
-  (runtime/http/context.py): generated bodies keep max_tokens within half the positions and their
+  (runtime/http/admission/context.py): generated bodies keep max_tokens within half the positions and their
   text within the other half (WGC_ST_POSITIONS, set by the test; unset: no bound); and the images
   and content parts of all messages together stay within the server's limits (limits.py).
 - The run's cost: max_tokens at most WGC_ST_MAX_TOKENS (unset: no bound), so that a real model on a
@@ -24,7 +24,7 @@ from typing import Any
 
 import schemathesis
 from hypothesis import strategies as st
-from wgc.runtime.http.limits import Limits
+from wgc.runtime.http.admission.limits import Limits
 
 
 def _image(fmt: str) -> bytes:

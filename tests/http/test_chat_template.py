@@ -12,8 +12,8 @@ import jinja2
 import pytest
 from wgc.models.llama.config import TINY_TEMPLATE
 from wgc.models.llama.tokenizer import ChatTokenizer, tiny_tokenizer
-from wgc.runtime.http.errors import ApiError
-from wgc.runtime.http.template import ChatTemplate
+from wgc.runtime.http.serving.errors import ApiError
+from wgc.runtime.http.text.template import ChatTemplate
 
 transformers = pytest.importorskip("transformers")
 

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 from starlette.requests import Request
-from wgc.runtime.http.offload import INLINE_BODY_BYTES, Offload
-from wgc.runtime.http.server import http_parser, loop_factory
+from wgc.runtime.http.admission.offload import INLINE_BODY_BYTES, Offload
+from wgc.runtime.http.serving.server import http_parser, loop_factory
 
 from wgc.cli.run_cmd import _loop_factory
 

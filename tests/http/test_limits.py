@@ -1,4 +1,4 @@
-"""Request limits that hold before any expensive work (runtime/http/limits.py, context.py), through real
+"""Request limits that hold before any expensive work (runtime/http/admission/limits.py, context.py), through real
 servers: the image-amplification request is refused from the headers with the server's memory flat;
 a 1 MiB stop string answers 400 at once while /health stays quick (and, with the limit raised, costs
 linear time); a 10 MB prompt never reaches a rank; prompt tokens and max_tokens against the model's
@@ -236,7 +236,7 @@ def test_a_bad_limit_on_the_command_line_is_a_usage_error(toy_plan: Path) -> Non
 
 
 def test_every_limit_has_its_placement_key_and_the_command_line_wins() -> None:
-    from wgc.runtime.http.limits import Limits
+    from wgc.runtime.http.admission.limits import Limits
 
     from wgc.placement.spec import LIMIT_KEYS
     from wgc.plan.model import Setting

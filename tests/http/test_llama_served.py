@@ -16,7 +16,7 @@ import pytest
 import torch
 from wgc.models.llama.config import LlamaChatConfig
 from wgc.models.llama.tokenizer import load_chat_tokenizer
-from wgc.runtime.http.template import ChatTemplate
+from wgc.runtime.http.text.template import ChatTemplate
 
 from tests.http.server import Server
 from tests.models.llama.checkpoint import write_checkpoint

@@ -218,7 +218,7 @@ def test_models_lists_the_plan_and_its_routes(client: openai.OpenAI) -> None:
 
 def _png(w: int, h: int) -> bytes:
     import numpy as np
-    from wgc.runtime.http.png import encode_png
+    from wgc.runtime.http.media.png import encode_png
 
     return encode_png(np.full((h, w, 3), 7, dtype=np.uint8))
 

@@ -1,4 +1,4 @@
-"""The page at / (runtime/http/page.py and static/), driven in a real headless Chromium.
+"""The page at / (runtime/http/serving/page.py and static/), driven in a real headless Chromium.
 
 Debian's `chromium` and `chromium-driver` (installed by .ci/run) through selenium, told both paths so
 it downloads nothing; without them every browser test is skipped with the reason. Tiny Orpheus
@@ -25,7 +25,7 @@ from tests.http.server import API_KEY, ROOT, Server, compile_plan
 WAIT = 30.0  # seconds any one thing in the browser may take
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
-STATIC = ROOT / "runtime" / "http" / "static"
+STATIC = ROOT / "runtime" / "http" / "serving" / "static"
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_the_page_is_static_self_contained_and_outside_the_api(orpheus: Server) 
 
 def test_every_static_file_is_package_data() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    globs = config["tool"]["setuptools"]["package-data"]["wgc.runtime.http"]
+    globs = config["tool"]["setuptools"]["package-data"]["wgc.runtime.http.serving"]
     files = [p.relative_to(STATIC.parent).as_posix() for p in STATIC.iterdir()]
     assert files and all(any(fnmatch.fnmatch(f, g) for g in globs) for f in files), (files, globs)
 

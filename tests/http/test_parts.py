@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from PIL import Image
 from wgc.runtime.api import HealthReport, RankHealth
-from wgc.runtime.http import capacity as sizing
-from wgc.runtime.http.admission import Admission, Capacity, Full, TooWide
-from wgc.runtime.http.audio import to_pcm16, wav_file, wav_header
-from wgc.runtime.http.capabilities import Capabilities
-from wgc.runtime.http.errors import CODES, ApiError
-from wgc.runtime.http.media import MediaLimits, decode_wav, parse_data_url
-from wgc.runtime.http.png import encode_png, to_pixels
-from wgc.runtime.http.server import Address
-from wgc.runtime.http.validation import validation_error
+from wgc.runtime.http.admission import capacity as sizing
+from wgc.runtime.http.admission.slots import Admission, Capacity, Full, TooWide
+from wgc.runtime.http.media.audio import to_pcm16, wav_file, wav_header
+from wgc.runtime.http.media.decode import MediaLimits, decode_wav, parse_data_url
+from wgc.runtime.http.media.png import encode_png, to_pixels
+from wgc.runtime.http.serving.capabilities import Capabilities
+from wgc.runtime.http.serving.errors import CODES, ApiError
+from wgc.runtime.http.serving.server import Address
+from wgc.runtime.http.serving.validation import validation_error
 
 from tests.http.server import ROOT, TOY, compile_plan
 from wgc.plan.file import load_plan

@@ -26,7 +26,7 @@ import openai
 import pytest
 import torch
 from wgc.models.qwen3_omni.audio import AudioEncoder
-from wgc.runtime.http.media import MediaLimits, audio_clip
+from wgc.runtime.http.media.decode import MediaLimits, audio_clip
 
 from tests.http.server import API_KEY, Server
 from wgc.plan.model import ComponentSpec

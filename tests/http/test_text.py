@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from wgc.runtime.http.choice import TextChoice, token_ids
-from wgc.runtime.http.detok import Detokenizer, StopMatcher
-from wgc.runtime.http.errors import ApiError
-from wgc.runtime.http.template import ChatTemplate, check_text, sentinel
-from wgc.runtime.http.tokenizer import ByteTokenizer
+from wgc.runtime.http.serving.errors import ApiError
+from wgc.runtime.http.text.choice import TextChoice, token_ids
+from wgc.runtime.http.text.detok import Detokenizer, StopMatcher
+from wgc.runtime.http.text.template import ChatTemplate, check_text, sentinel
+from wgc.runtime.http.text.tokenizer import ByteTokenizer
 
 
 @given(st.text(), st.lists(st.integers(1, 5)))

@@ -20,8 +20,8 @@ import pytest
 import torch
 from PIL import Image
 from wgc.runtime.api import OutputEvent
-from wgc.runtime.http.outputs import OutputFormats
-from wgc.runtime.http.tokenizer import ByteTokenizer
+from wgc.runtime.http.serving.outputs import OutputFormats
+from wgc.runtime.http.text.tokenizer import ByteTokenizer
 
 from tests.http.server import TOY, compile_plan
 from wgc.cli.run_files import RequestFiles

@@ -213,7 +213,7 @@ async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_st
 async def _serve_http(plan_file: str, address: Any, options: Any) -> int:
     from wgc.cli.progress import StartupView
     from wgc.plan.file import load_plan
-    from wgc.runtime.http.server import serve
+    from wgc.runtime.http.serving.server import serve
     from wgc.runtime.process.modules import allowed_prefixes, check_components
 
     _, plan = load_plan(plan_file)
@@ -234,8 +234,8 @@ async def _serve_http(plan_file: str, address: Any, options: Any) -> int:
 
 def _http_options(fake: bool, api_key: str | None, max_running: int | None, max_queued: int | None,
                   request_timeout: float, ready_timeout: float, allow_modules: tuple[str, ...] | None) -> Any:
-    from wgc.runtime.http.admission import Capacity
-    from wgc.runtime.http.service import ServeOptions
+    from wgc.runtime.http.admission.slots import Capacity
+    from wgc.runtime.http.serving.service import ServeOptions
     from wgc.settings import expected_context
 
     capacity = None
@@ -247,8 +247,8 @@ def _http_options(fake: bool, api_key: str | None, max_running: int | None, max_
 
 
 def _serve_limits(given: tuple[str, ...]) -> tuple[tuple[str, int | float], ...]:
-    """--limit NAME=VALUE values, parsed (runtime/http/limits.py); ValueError names a bad one."""
-    from wgc.runtime.http.limits import parse_limit
+    """--limit NAME=VALUE values, parsed (runtime/http/admission/limits.py); ValueError names a bad one."""
+    from wgc.runtime.http.admission.limits import parse_limit
 
     out = []
     for item in given:
@@ -395,7 +395,7 @@ def run(plan_file: str, fake: bool, requests: tuple[str, ...], output_dir: str |
         if serve_at is None and (api_key is not None or api_key_file or max_running or max_queued is not None):
             raise ValueError("--api-key, --api-key-file, --max-running and --max-queued need --serve")
         if serve_at is not None:
-            from wgc.runtime.http.server import Address
+            from wgc.runtime.http.serving.server import Address
 
             address = Address.parse(serve_at)
             options = _http_options(fake, _api_key(api_key, api_key_file), max_running, max_queued, request_timeout, ready_timeout, prefixes)
@@ -435,9 +435,9 @@ def _check_nnodes(plan_file: str, nnodes: int) -> None:
 
 
 def _loop_factory(serve_at: str | None) -> Any:
-    """The event loop `--serve` runs on (uvloop's when installed: runtime/http/server.py); None: asyncio's."""
+    """The event loop `--serve` runs on (uvloop's when installed: runtime/http/serving/server.py); None: asyncio's."""
     if serve_at is None:
         return None
-    from wgc.runtime.http.server import loop_factory
+    from wgc.runtime.http.serving.server import loop_factory
 
     return loop_factory()

@@ -23,12 +23,12 @@ import numpy as np
 
 from wgc.plan.model import Plan
 from wgc.runtime.api import OutputEvent
-from wgc.runtime.http.audio import to_pcm16, wav_file
-from wgc.runtime.http.capabilities import Capabilities
-from wgc.runtime.http.choice import token_ids
-from wgc.runtime.http.detok import Detokenizer
-from wgc.runtime.http.outputs import OutputFormats
-from wgc.runtime.http.png import encode_png, to_pixels
+from wgc.runtime.http.media.audio import to_pcm16, wav_file
+from wgc.runtime.http.media.png import encode_png, to_pixels
+from wgc.runtime.http.serving.capabilities import Capabilities
+from wgc.runtime.http.serving.outputs import OutputFormats
+from wgc.runtime.http.text.choice import token_ids
+from wgc.runtime.http.text.detok import Detokenizer
 
 DEFAULT_IMAGE_SIZE = 256  # a fake component's image (a plain number) without width/height params
 _CHANNELS = {1: "grey", 2: "grey+alpha", 3: "RGB", 4: "RGBA"}

@@ -224,7 +224,7 @@ class TransportTable(Table):
 @dataclass(frozen=True, kw_only=True)
 class ServeTable(Table):
     """`[serve]`: the modules `wgc run` may import, and the HTTP frontend's request limits
-    (runtime/http/limits.py says what each bounds; `--limit NAME=VALUE` overrides it)."""
+    (runtime/http/admission/limits.py says what each bounds; `--limit NAME=VALUE` overrides it)."""
 
     allow_modules: tuple[str, ...] | None = key(module_list, default=())
     max_body_bytes: int | None = key(size)

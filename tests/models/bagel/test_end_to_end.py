@@ -19,7 +19,7 @@ from wgc.models.bagel import LanguageModel, VaeDecoder
 from wgc.models.bagel.config import IM_END
 from wgc.runtime.component import Call, Component, load_class
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.http.png import encode_png
+from wgc.runtime.http.media.png import encode_png
 from wgc.runtime.local import LocalCluster
 from wgc.runtime.messages import Part
 

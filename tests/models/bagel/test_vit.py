@@ -15,7 +15,7 @@ from wgc.models.bagel.resize import fit
 from wgc.models.bagel.vit import BagelVit, VitConfig, VitEncoder, pack, random_vit
 from wgc.models.bagel.vit_transform import Resize, patchify, prepare, resize, target_size
 from wgc.runtime.component import Call, CallError
-from wgc.runtime.http.media import MediaLimits, decode_image
+from wgc.runtime.http.media.decode import MediaLimits, decode_image
 
 from wgc.plan.model import ComponentSpec
 
@@ -191,7 +191,7 @@ def test_images_in_one_batch_do_not_attend_across() -> None:
 
 
 def test_encode_takes_the_image_the_runtime_hands_over() -> None:
-    """runtime/http/media.py decodes an image part into a uint8 tensor [H, W, 3]; that is what arrives."""
+    """runtime/http/media/decode.py decodes an image part into a uint8 tensor [H, W, 3]; that is what arrives."""
     from PIL import Image
 
     buf = io.BytesIO()
