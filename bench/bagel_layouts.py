@@ -24,12 +24,12 @@ import zmq
 from torch import Tensor
 from wgc.models.bagel import LanguageModel
 from wgc.models.bagel.latents import TOKEN_DIM
-from wgc.runtime.codec import Codec
-from wgc.runtime.component import Call, Component, load_class
+from wgc.runtime.components.base import Call, Component, load_class
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
-from wgc.runtime.messages import Data, Part
 from wgc.runtime.process import wire
+from wgc.runtime.process.local import LocalCluster
+from wgc.runtime.protocol.codec import Codec
+from wgc.runtime.protocol.messages import Data, Part
 
 from wgc.plan.model import ComponentSpec, Plan
 

@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import zmq  # noqa: E402
-from wgc.runtime.codec import Codec  # noqa: E402
-from wgc.runtime.messages import Data  # noqa: E402
 from wgc.runtime.process import wire  # noqa: E402
+from wgc.runtime.protocol.codec import Codec  # noqa: E402
+from wgc.runtime.protocol.messages import Data  # noqa: E402
 
 from tests.runtime.hosts import Hosts, compiled  # noqa: E402
 

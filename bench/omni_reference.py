@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 from wgc.models.qwen3_omni import chat  # noqa: E402
 from wgc.models.qwen3_omni.config import VocabMap  # noqa: E402
 from wgc.runtime.api import request_spec  # noqa: E402
-from wgc.runtime.component import Call, Component, load_class  # noqa: E402
-from wgc.runtime.local import LocalCluster  # noqa: E402
+from wgc.runtime.components.base import Call, Component, load_class  # noqa: E402
+from wgc.runtime.process.local import LocalCluster  # noqa: E402
 
 from tests.models.qwen3_omni import thinker_reference as tr  # noqa: E402
 from tests.models.qwen3_omni.talker_helpers import hf_config, hf_configs, hf_modeling, hf_talker  # noqa: E402

@@ -47,9 +47,9 @@ sys.path.insert(0, str(ROOT))
 from wgc.models.pi05 import PaliGemmaWithExpert, SiglipEncoder, Stats  # noqa: E402
 from wgc.models.pi05.config import Pi05Config  # noqa: E402
 from wgc.runtime.api import OutputEvent, Runtime  # noqa: E402
-from wgc.runtime.component import Call, Component, load_class  # noqa: E402
+from wgc.runtime.components.base import Call, Component, load_class  # noqa: E402
 from wgc.runtime.coordinator.request import RequestSpec  # noqa: E402
-from wgc.runtime.local import LocalCluster  # noqa: E402
+from wgc.runtime.process.local import LocalCluster  # noqa: E402
 
 from tests.models.pi05.helpers import chunk, components, images, load_lerobot, pixels  # noqa: E402
 from tests.models.pi05.reference import lerobot_state_dict, reference  # noqa: E402

@@ -47,7 +47,7 @@ from http_overhead import Connection, encode_request  # noqa: E402
 from wgc.models.vjepa2_ac import ActionConditionedPredictor  # noqa: E402
 from wgc.models.vjepa2_ac.blocks import normalize_reps  # noqa: E402
 from wgc.models.vjepa2_ac.config import ACConfig  # noqa: E402
-from wgc.runtime.component import Call  # noqa: E402
+from wgc.runtime.components.base import Call  # noqa: E402
 
 from wgc.compile import compile_program  # noqa: E402
 from wgc.plan.model import ComponentSpec  # noqa: E402

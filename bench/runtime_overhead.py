@@ -21,9 +21,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from wgc.runtime.component import Call, Component  # noqa: E402
+from wgc.runtime.components.base import Call, Component  # noqa: E402
 from wgc.runtime.coordinator.request import RequestSpec  # noqa: E402
-from wgc.runtime.local import LocalCluster  # noqa: E402
+from wgc.runtime.process.local import LocalCluster  # noqa: E402
 
 from tests.runtime.cluster import compile_text, cpu_placement  # noqa: E402
 from wgc.plan.model import ComponentSpec  # noqa: E402

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from wgc.models.orpheus.vocab import encode_prompt, tiny_tokenizer  # noqa: E402
 from wgc.runtime.coordinator.request import RequestSpec  # noqa: E402
-from wgc.runtime.local import LocalCluster  # noqa: E402
+from wgc.runtime.process.local import LocalCluster  # noqa: E402
 
 from tests.models.orpheus.scheduling import PAGE, cluster, lm_of, speech  # noqa: E402
 

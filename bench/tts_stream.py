@@ -53,10 +53,10 @@ from wgc.models.orpheus import (  # noqa: E402
 )
 from wgc.models.orpheus.config import END_OF_SPEECH, FRAME, REPETITION_PENALTY, TEMPERATURE, TOP_P  # noqa: E402
 from wgc.models.orpheus.llm import tiny_init  # noqa: E402
-from wgc.runtime.component import Call  # noqa: E402
+from wgc.runtime.components.base import Call  # noqa: E402
 from wgc.runtime.coordinator.request import RequestSpec  # noqa: E402
-from wgc.runtime.local import COORDINATOR, LocalCluster  # noqa: E402
-from wgc.runtime.messages import Message, Output  # noqa: E402
+from wgc.runtime.process.local import COORDINATOR, LocalCluster  # noqa: E402
+from wgc.runtime.protocol.messages import Message, Output  # noqa: E402
 
 from wgc.compile import compile_program  # noqa: E402
 from wgc.plan.model import Plan  # noqa: E402

@@ -32,7 +32,6 @@ from typing import Any
 from wgc.runtime.coordinator.core import Event
 from wgc.runtime.coordinator.request import RequestError, RequestSpec
 from wgc.runtime.engines.capture_report import EntryCapture
-from wgc.runtime.messages import Data, Part, Progress, Ready
 from wgc.runtime.process.coordinator import Coordinator
 from wgc.runtime.process.endpoints import Endpoints, make_run_directory, multi_host, where
 from wgc.runtime.process.errors import RankDownError, StartError
@@ -43,6 +42,7 @@ from wgc.runtime.process.membership import plan_sha256
 from wgc.runtime.process.modules import ModuleRefused, allowed_prefixes, check_components
 from wgc.runtime.process.store import HeadStore, needs_store
 from wgc.runtime.process.supervisor import Supervisor
+from wgc.runtime.protocol.messages import Data, Part, Progress, Ready
 
 from wgc import __version__
 from wgc.plan.file import encode_plan, load_plan

@@ -50,8 +50,8 @@ def test_no_import_across_the_boundary(folder: str) -> None:
 
 
 def test_the_check_sees_an_import_inside_a_function() -> None:
-    source = "def f():\n    from wgc.sim.mock import small\n    import wgc.runtime.local\n"
-    assert imported(source) == [(2, "wgc.sim.mock"), (3, "wgc.runtime.local")]
+    source = "def f():\n    from wgc.sim.mock import small\n    import wgc.runtime.process.local\n"
+    assert imported(source) == [(2, "wgc.sim.mock"), (3, "wgc.runtime.process.local")]
 
 
 def test_the_check_would_catch_a_breach(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,7 +63,7 @@ def test_the_check_would_catch_a_breach(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_the_runtime_core_loads_no_compiler_part() -> None:
     probe = ("import json, sys\n"
-             "import wgc.runtime.worker.executor, wgc.runtime.coordinator.core, wgc.runtime.local\n"
+             "import wgc.runtime.worker.executor, wgc.runtime.coordinator.core, wgc.runtime.process.local\n"
              "print(json.dumps(sorted(sys.modules)))\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     loaded = json.loads(done.stdout)

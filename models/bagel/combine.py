@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from wgc.models.bagel.guidance import RENORMS, Guidance, schedule
 from wgc.models.bagel.guidance_triton import fused_guided_step
-from wgc.runtime.component import Call, CallError, Component
+from wgc.runtime.components.base import Call, CallError, Component
 
 
 class GuidanceCombine(Component):

@@ -50,7 +50,7 @@ from wgc.models.bagel.vocab import TokenMap, encode_prompt, tiny_tokenizer
 from wgc.models.bagel.weights import KNOB, Checkpoint
 from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import PARTIAL, Call, CallError
+from wgc.runtime.components.base import PARTIAL, Call, CallError
 from wgc.runtime.engines.attention import Mode
 from wgc.runtime.engines.kv_component import KVComponent
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Prepared, Write

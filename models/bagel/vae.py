@@ -41,7 +41,7 @@ from wgc.models.bagel.vae_bfl import load_bfl_state as load_bfl_state  # with th
 from wgc.models.bagel.vae_transform import ResizeRule, vae_pixels
 from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import Call, CallError, Component
+from wgc.runtime.components.base import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
 

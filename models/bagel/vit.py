@@ -40,7 +40,7 @@ from wgc.models.bagel.vit_transform import Resize, check_image, prepare
 from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.layers.siglip import GeluMLP, Groups, SiglipEncoder
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import Call, CallError, Component
+from wgc.runtime.components.base import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
 

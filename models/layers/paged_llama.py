@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 from wgc.models.layers.config import LlamaConfig
 from wgc.models.layers.llama import LlamaModel
-from wgc.runtime.component import PARTIAL, Call, CallError
+from wgc.runtime.components.base import PARTIAL, Call, CallError
 from wgc.runtime.engines.attention import AttentionBackend, KVStorage
 from wgc.runtime.engines.kv_component import KVComponent, in_waves
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Prepared, Write

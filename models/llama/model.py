@@ -26,7 +26,7 @@ from wgc.models.layers.llama_weights import load_llama
 from wgc.models.layers.paged_llama import PagedLlama, random_llama
 from wgc.models.llama.config import LlamaChatConfig
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import Call, CallError
+from wgc.runtime.components.base import Call, CallError
 from wgc.runtime.engines.decode_graphs import GRAPH_CONTEXT
 
 from wgc.plan.model import ComponentSpec

@@ -37,7 +37,7 @@ from snac import SNAC
 from torch import Tensor, nn
 from wgc.models.orpheus.config import AUDIO_BASE, CODEBOOK, FRAME
 from wgc.models.weights_io import WeightsError, announce, choose, one_line
-from wgc.runtime.component import Call, Component
+from wgc.runtime.components.base import Call, Component
 
 from wgc.plan.model import ComponentSpec
 

@@ -32,7 +32,7 @@ from wgc.models.layers.tensor_parallel import shard_component
 from wgc.models.orpheus.config import OrpheusConfig
 from wgc.models.orpheus.vocab import TokenMap, encode_prompt, load_tokenizer, tiny_tokenizer
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 from wgc.runtime.engines.decode_graphs import GRAPH_CONTEXT
 from wgc.runtime.engines.kv_engine import KVExhausted, kv_budget
 

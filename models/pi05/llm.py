@@ -40,7 +40,7 @@ from wgc.models.pi05.prompt import discretize, encode, pi05_prompt, tiny_tokeniz
 from wgc.models.pi05.stats import Stats
 from wgc.models.pi05.vision import KNOB
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import Call, CallError
+from wgc.runtime.components.base import Call, CallError
 from wgc.runtime.engines.attention import KVStep, TorchAttention
 from wgc.runtime.engines.kv_component import KVComponent
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Prepared, Write

@@ -25,7 +25,7 @@ from wgc.models.layers import siglip
 from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.pi05.config import Pi05Config, SiglipConfig
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import Call, CallError, Component
+from wgc.runtime.components.base import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
 

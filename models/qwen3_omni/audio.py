@@ -37,7 +37,7 @@ from wgc.models.qwen3_omni.audio_features import log_mel, to_16k
 from wgc.models.qwen3_omni.segments import Segments
 from wgc.models.qwen3_omni.weights import KNOB, Checkpoint
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import Call, CallError, Component
+from wgc.runtime.components.base import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
 

@@ -31,7 +31,7 @@ from wgc.models.qwen3_omni.code2wav_config import SAMPLE_RATE, Code2WavConfig, S
 from wgc.models.qwen3_omni.code2wav_net import Code2WavNet, tiny_init
 from wgc.models.qwen3_omni.weights import KNOB, Checkpoint
 from wgc.models.weights_io import announce, choose, one_line
-from wgc.runtime.component import Call, CallError, Component
+from wgc.runtime.components.base import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
 

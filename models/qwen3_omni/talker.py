@@ -56,7 +56,7 @@ from wgc.models.qwen3_omni.talker_config import PREDICTOR_TEMPERATURE, PREDICTOR
 from wgc.models.qwen3_omni.thinker_model import ThinkerLM
 from wgc.models.qwen3_omni.weights import KNOB, Checkpoint
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import PARTIAL, Call, CallError
+from wgc.runtime.components.base import PARTIAL, Call, CallError
 from wgc.runtime.engines.kv_component import KVComponent
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Prepared, Write
 from wgc.runtime.engines.sampling import SamplingParams, sample

@@ -49,7 +49,7 @@ from wgc.models.qwen3_omni.vision_config import VisionConfig
 from wgc.models.qwen3_omni.vision_transform import Prepared, prepare_image, prepare_video
 from wgc.models.qwen3_omni.weights import KNOB, Checkpoint
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import Call, CallError, Component
+from wgc.runtime.components.base import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
 

@@ -40,7 +40,7 @@ from wgc.models.vjepa2_ac.config import ACTION_DIM, ACConfig
 from wgc.models.vjepa2_ac.rope import Rope3D, head_tables
 from wgc.models.vjepa2_ac.weights import KNOB, Checkpoint
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import Call, CallError
+from wgc.runtime.components.base import Call, CallError
 from wgc.runtime.engines.kv_component import KVComponent
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Write
 from wgc.runtime.worker.scheduler import Demand

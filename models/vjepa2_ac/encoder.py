@@ -30,7 +30,7 @@ from wgc.models.vjepa2_ac.video import clip_error, prepare
 from wgc.models.vjepa2_ac.vit import VitEncoder, VitPredictor
 from wgc.models.vjepa2_ac.weights import KNOB, Checkpoint
 from wgc.models.weights_io import announce, choose
-from wgc.runtime.component import Call, CallError, Component
+from wgc.runtime.components.base import Call, CallError, Component
 
 from wgc.plan.model import ComponentSpec
 

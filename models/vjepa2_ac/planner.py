@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from wgc.models.vjepa2_ac.config import ACTION_DIM
 from wgc.models.vjepa2_ac.poses import rollout_states
-from wgc.runtime.component import Call, CallError, Component
+from wgc.runtime.components.base import Call, CallError, Component
 
 XYZ, GRIPPER = slice(0, 3), slice(6, 7)
 GRIPPER_CLIP = 0.75

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from wgc.runtime.component import Call, CallError, Component
+from wgc.runtime.components.base import Call, CallError, Component
 
 
 def l1(p: Tensor, g: Tensor) -> Tensor:

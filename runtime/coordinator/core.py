@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wgc.runtime.coordinator.request import Accepts, RequestError, RequestSpec, resolve_params
-from wgc.runtime.messages import (
+from wgc.runtime.protocol.messages import (
     COORDINATOR,
     Cancel,
     CancelAck,
@@ -35,9 +35,9 @@ from wgc.runtime.messages import (
     ToCoordinator,
     check_handlers,
 )
-from wgc.runtime.request_env import RequestEnv, const_table
 from wgc.runtime.worker.context import RankPlan
 from wgc.runtime.worker.flowstep import first_step, on_ranks
+from wgc.runtime.worker.request_env import RequestEnv, const_table
 
 from wgc.plan.model import Plan
 from wgc.semantics.flows import FlowError

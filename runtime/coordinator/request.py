@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from wgc.runtime.messages import Part
+from wgc.runtime.protocol.messages import Part
 
 from wgc.plan.model import Emit, ParamSpec, Plan
 from wgc.semantics.flows import ANY_KIND, PART_KINDS, FlowTable

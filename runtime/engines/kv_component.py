@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from torch import nn
-from wgc.runtime.component import Call, Component
+from wgc.runtime.components.base import Call, Component
 from wgc.runtime.engines.capture_report import CaptureReport
 from wgc.runtime.engines.cpu_linear import pack_linears
 from wgc.runtime.engines.decode_graphs import DecodeGraphs, DecodeStep

@@ -1,4 +1,5 @@
-"""The runtime as processes: one worker process per rank and the coordinator, wired by ZeroMQ.
+"""The runtime as processes: one worker process per rank and the coordinator, wired by ZeroMQ;
+and, for tests and benchmarks, every rank in one thread (local.py), through the same codec.
 
     endpoints.py    where every process listens (IPC sockets in a private directory)
     wire.py         sockets and the codec: every message as msgpack frames, tensors zero-copy
@@ -12,7 +13,8 @@
     events.py       what a request's caller receives: typed output and end events
     handle.py       one submitted request: its events, collect, cancel with acknowledgements
     errors.py       StartError, RankDownError
+    local.py        LocalCluster: every rank in one thread, an in-memory wire, no sockets
 
 No pickle anywhere: processes start with `subprocess` and plain string arguments,
-messages travel as msgspec structs through `wgc.runtime.codec`.
+messages travel as msgspec structs through `wgc.runtime.protocol.codec`.
 """

@@ -26,9 +26,12 @@ from dataclasses import dataclass
 
 import zmq
 import zmq.asyncio
-from wgc.runtime.codec import Codec
 from wgc.runtime.coordinator.core import CoordinatorCore, Event
-from wgc.runtime.messages import (
+from wgc.runtime.process import wire
+from wgc.runtime.process.endpoints import Endpoints
+from wgc.runtime.process.probes import Probes
+from wgc.runtime.protocol.codec import Codec
+from wgc.runtime.protocol.messages import (
     CancelAck,
     FlowDone,
     Health,
@@ -40,9 +43,6 @@ from wgc.runtime.messages import (
     Shutdown,
     StreamDone,
 )
-from wgc.runtime.process import wire
-from wgc.runtime.process.endpoints import Endpoints
-from wgc.runtime.process.probes import Probes
 
 from wgc.plan.model import Plan
 

@@ -9,7 +9,7 @@ this; the gate restores "RequestInit first" per request.
 
 from __future__ import annotations
 
-from wgc.runtime.messages import Cancel, Message, RequestInit
+from wgc.runtime.protocol.messages import Cancel, Message, RequestInit
 from wgc.runtime.worker.executor import Executor
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from wgc.runtime.messages import COORDINATOR, Message, Output, Outputs
+from wgc.runtime.protocol.messages import COORDINATOR, Message, Output, Outputs
 
 
 class OutBatch:

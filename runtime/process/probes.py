@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from wgc.runtime.messages import Health
+from wgc.runtime.protocol.messages import Health
 
 Reply = Callable[[int, "dict[str, int] | None"], None]  # (rank, counters); None when the rank went down
 

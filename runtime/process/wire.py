@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import zmq
-from wgc.runtime.codec import Codec
-from wgc.runtime.messages import Message
+from wgc.runtime.protocol.codec import Codec
+from wgc.runtime.protocol.messages import Message
 
 _RECONNECT_MS = 10  # a peer that binds after we connect is found within this
 _RECONNECT_MAX_MS = 1000  # backing off to this while a peer stays away (a rank that died)

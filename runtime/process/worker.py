@@ -16,15 +16,15 @@ import os
 from collections import deque
 
 import zmq
-from wgc.runtime.codec import Codec
-from wgc.runtime.component import Component, load_class
-from wgc.runtime.fake import FakeComponent
-from wgc.runtime.messages import Message, Progress, Ready, Shutdown
+from wgc.runtime.components.base import Component, load_class
+from wgc.runtime.components.fake import FakeComponent
 from wgc.runtime.process import wire
 from wgc.runtime.process.endpoints import Endpoints, host_of
 from wgc.runtime.process.gate import InitGate
 from wgc.runtime.process.out_batch import OutBatch
 from wgc.runtime.process.tensor_edges import HEADER, Edges, InOrder, Pending, uses_edges
+from wgc.runtime.protocol.codec import Codec
+from wgc.runtime.protocol.messages import Message, Progress, Ready, Shutdown
 from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
 from wgc.runtime.worker.startup import Make, Step, start_rank
 from wgc.runtime.worker.tp_group import build_groups

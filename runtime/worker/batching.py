@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from wgc.runtime.component import PARTIAL, Call, CallError, Component
+from wgc.runtime.components.base import PARTIAL, Call, CallError, Component
 from wgc.runtime.worker.instance import Instance
 from wgc.runtime.worker.scheduler import Demand, Group, schedule
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wgc.runtime.component import Component
-from wgc.runtime.messages import (
+from wgc.runtime.components.base import Component
+from wgc.runtime.protocol.messages import (
     COORDINATOR,
     Cancel,
     CancelAck,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wgc.runtime.messages import FlowState, RequestInit
+from wgc.runtime.protocol.messages import FlowState, RequestInit
 
 from wgc.plan.model import Expr
 from wgc.semantics.flows import Finished, FlowCursor, FlowTable, Position, RunWalk, Step

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from wgc.runtime.messages import FlowState
+from wgc.runtime.protocol.messages import FlowState
 
 from wgc.plan.model import Instr
 

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from wgc.runtime.component import Component
-from wgc.runtime.messages import (
+from wgc.runtime.components.base import Component
+from wgc.runtime.protocol.messages import (
     COORDINATOR,
     ConsumersEnded,
     Data,
@@ -32,10 +32,10 @@ from wgc.runtime.messages import (
     StreamDone,
     StreamItems,
 )
-from wgc.runtime.request_env import RequestEnv, const_table
 from wgc.runtime.worker.context import RankPlan
 from wgc.runtime.worker.flowstep import cut_after, next_step, on_ranks
 from wgc.runtime.worker.instance import FREED, Instance, LoopState
+from wgc.runtime.worker.request_env import RequestEnv, const_table
 from wgc.runtime.worker.request_state import RequestState
 from wgc.runtime.worker.streams import ConsumerEnd
 

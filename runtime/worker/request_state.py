@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from wgc.runtime.messages import FlowEnded, RequestInit
+from wgc.runtime.protocol.messages import FlowEnded, RequestInit
 from wgc.runtime.worker.instance import Instance
 from wgc.runtime.worker.streams import ConsumerEnd, ProducerEnd, new_consumer
 

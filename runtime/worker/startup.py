@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from wgc.runtime.component import Component
+from wgc.runtime.components.base import Component
 from wgc.runtime.engines.capture_report import CaptureReport, EntryCapture, one_line
 
 from wgc.plan.model import CaptureSpec, ComponentSpec, Plan

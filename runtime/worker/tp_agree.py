@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from wgc.runtime.messages import Message, TpBatch
+from wgc.runtime.protocol.messages import Message, TpBatch
 from wgc.runtime.worker.instance import Instance
 
 from wgc.plan import model as m

@@ -11,7 +11,7 @@ import pytest
 import torch
 from wgc.models.orpheus import LanguageModel
 from wgc.models.orpheus.vocab import CODE_START
-from wgc.runtime.component import PARTIAL, Call
+from wgc.runtime.components.base import PARTIAL, Call
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, KVExhausted, Prepared, Write
 
 from tests.models.orpheus.helpers import llm_spec

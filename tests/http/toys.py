@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from wgc.runtime.component import Call, Component
+from wgc.runtime.components.base import Call, Component
 from wgc.runtime.engines.kv_pages import Exhausted, PageAllocator
 
 from wgc.plan.model import ComponentSpec

@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from wgc.runtime.local import LocalCluster
+from wgc.runtime.process.local import LocalCluster
 
 from tests.lower.golden_pairs import PAIRS, ROOT, paths
 from tests.runtime.test_runtime_vs_simulator import REQUESTS, _spec

@@ -13,7 +13,7 @@ import torch
 from wgc.models.bagel.combine import GuidanceCombine
 from wgc.models.bagel.guidance import Guidance, combine, guided_step
 from wgc.models.bagel.guidance_triton import LaunchPlan, global_ratio, launch_plan
-from wgc.runtime.component import Call, CallError
+from wgc.runtime.components.base import Call, CallError
 
 from wgc.compile import compile_program
 from wgc.plan.model import ComponentSpec

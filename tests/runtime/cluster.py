@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wgc.runtime.component import Component, load_class
-from wgc.runtime.local import LocalCluster
+from wgc.runtime.components.base import Component, load_class
+from wgc.runtime.process.local import LocalCluster
 
 from wgc.check import check_source
 from wgc.lower.pipeline import lower

@@ -18,8 +18,8 @@ from wgc.runtime.api import (
     request_spec,
 )
 from wgc.runtime.coordinator.request import resolve_params
-from wgc.runtime.messages import Part
 from wgc.runtime.process.events import describe
+from wgc.runtime.protocol.messages import Part
 
 from wgc.compile import compile_program
 from wgc.plan.file import PlanFileError, load_plan

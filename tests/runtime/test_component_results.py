@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from wgc.runtime.codec import Codec
-from wgc.runtime.component import Call, Component
+from wgc.runtime.components.base import Call, Component
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.messages import Data
+from wgc.runtime.protocol.codec import Codec
+from wgc.runtime.protocol.messages import Data
 
 from tests.runtime.cluster import ToyCluster, compile_text, cpu_placement
 from wgc.plan.model import ComponentSpec

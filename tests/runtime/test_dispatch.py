@@ -15,7 +15,16 @@ from typing import get_args
 import pytest
 from wgc.runtime.coordinator import core
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.messages import COORDINATOR, Data, Drained, Output, Shutdown, ToCoordinator, ToWorker, check_handlers
+from wgc.runtime.protocol.messages import (
+    COORDINATOR,
+    Data,
+    Drained,
+    Output,
+    Shutdown,
+    ToCoordinator,
+    ToWorker,
+    check_handlers,
+)
 from wgc.runtime.worker import executor
 
 from tests.runtime.cluster import ToyCluster, compile_text, cpu_placement
@@ -68,7 +77,7 @@ def test_a_handler_for_a_message_never_sent_there_is_refused() -> None:
                                                ("wgc.runtime.coordinator.core", "ToCoordinator")])
 def test_a_new_message_type_without_a_handler_fails_the_import(module: str, union: str) -> None:
     probe = ("import msgspec\n"
-             "import wgc.runtime.messages as m\n"
+             "import wgc.runtime.protocol.messages as m\n"
              "class Novel(msgspec.Struct, tag='novel', frozen=True):\n"
              "    request: int\n"
              f"m.{union} = m.{union} | Novel\n"

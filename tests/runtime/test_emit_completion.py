@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 
 import pytest
 from wgc.runtime.api import DoneEvent, OutputEvent, Runtime
-from wgc.runtime.component import Call, Component
+from wgc.runtime.components.base import Call, Component
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
-from wgc.runtime.messages import Data, StartWalk
+from wgc.runtime.process.local import LocalCluster
+from wgc.runtime.protocol.messages import Data, StartWalk
 from wgc.runtime.worker.executor import COORDINATOR
 
 from tests.runtime.cluster import ToyCluster, compile_text, cpu_placement

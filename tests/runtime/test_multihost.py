@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 from wgc.runtime.api import request_spec
-from wgc.runtime.local import LocalCluster
+from wgc.runtime.process.local import LocalCluster
 
 from tests.runtime.hosts import HEAD, Hosts, compiled, descendants, stderr, wait_for
 from wgc.plan.file import load_plan

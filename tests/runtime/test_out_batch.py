@@ -4,9 +4,9 @@ later overtakes them (runtime/process/out_batch.py); the codec carries the batch
 from __future__ import annotations
 
 import torch
-from wgc.runtime.codec import Codec
-from wgc.runtime.messages import COORDINATOR, Drained, Message, Output, Outputs, StartWalk
 from wgc.runtime.process.out_batch import OutBatch
+from wgc.runtime.protocol.codec import Codec
+from wgc.runtime.protocol.messages import COORDINATOR, Drained, Message, Output, Outputs, StartWalk
 
 
 def _out(request: int, seq: int) -> Output:

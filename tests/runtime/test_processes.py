@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 import pytest
 import zmq
 from wgc.runtime.api import ErrorEvent, RankDownError, Runtime, StartError
-from wgc.runtime.codec import Codec
-from wgc.runtime.component import Call, Component
+from wgc.runtime.components.base import Call, Component
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
-from wgc.runtime.messages import Data, Part, RequestInit, StartWalk
 from wgc.runtime.process import wire
 from wgc.runtime.process.gate import InitGate
+from wgc.runtime.process.local import LocalCluster
+from wgc.runtime.protocol.codec import Codec
+from wgc.runtime.protocol.messages import Data, Part, RequestInit, StartWalk
 
 from tests.processes import alive
 from tests.runtime.cluster import compile_text, cpu_placement

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 from wgc.runtime.coordinator.request import RequestSpec
 
 from tests.runtime.cluster import ToyCluster, compile_text, cpu_placement

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
-from wgc.runtime.messages import Part
+from wgc.runtime.process.local import LocalCluster
+from wgc.runtime.protocol.messages import Part
 
 from tests.lower.golden_pairs import PAIRS, ROOT, paths
 from wgc.compile import compile_program

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from wgc.runtime.coordinator.request import RequestError, RequestSpec
-from wgc.runtime.messages import Part
+from wgc.runtime.protocol.messages import Part
 
 from tests.runtime.cluster import ToyCluster, compile_text, cpu_placement
 from wgc.compile import compile_program

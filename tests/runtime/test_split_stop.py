@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from wgc.runtime.api import DoneEvent, OutputEvent, Runtime
-from wgc.runtime.component import Call, Component
+from wgc.runtime.components.base import Call, Component
 from wgc.runtime.coordinator.request import RequestSpec
 
 from tests.runtime.cluster import ToyCluster, compile_text, cpu_placement

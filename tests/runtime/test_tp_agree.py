@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from wgc.runtime.messages import Message, TpBatch
+from wgc.runtime.protocol.messages import Message, TpBatch
 from wgc.runtime.worker.instance import Instance
 from wgc.runtime.worker.tp_agree import TpAgreement
 

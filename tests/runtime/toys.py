@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from wgc.runtime.component import Call, Component
+from wgc.runtime.components.base import Call, Component
 from wgc.runtime.engines.capture_report import CaptureReport
 
 

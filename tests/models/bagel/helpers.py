@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from wgc.models.bagel.llm import LanguageModel
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 
 from wgc.plan.model import ComponentSpec
 

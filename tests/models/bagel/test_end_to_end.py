@@ -17,11 +17,11 @@ import pytest
 import torch
 from wgc.models.bagel import LanguageModel, VaeDecoder
 from wgc.models.bagel.config import IM_END
-from wgc.runtime.component import Call, Component, load_class
+from wgc.runtime.components.base import Call, Component, load_class
 from wgc.runtime.coordinator.request import RequestSpec
 from wgc.runtime.http.media.png import encode_png
-from wgc.runtime.local import LocalCluster
-from wgc.runtime.messages import Part
+from wgc.runtime.process.local import LocalCluster
+from wgc.runtime.protocol.messages import Part
 
 from tests.models.orpheus.helpers import ROOT
 from wgc.compile import compile_program

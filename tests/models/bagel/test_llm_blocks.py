@@ -8,7 +8,7 @@ import pytest
 import torch
 from wgc.models.bagel.config import IM_END, IM_START, VISION_END, VISION_START
 from wgc.models.bagel.latents import latent_ids
-from wgc.runtime.component import CallError
+from wgc.runtime.components.base import CallError
 from wgc.runtime.engines.kv_engine import Write
 
 from tests.models.bagel.helpers import DenseAttention, block_mask, block_positions, call, tiny_llm

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from wgc.models.bagel.config import IM_START
-from wgc.runtime.component import PARTIAL, CallError
+from wgc.runtime.components.base import PARTIAL, CallError
 
 from tests.models.bagel.helpers import LABELS, call, tiny_llm
 

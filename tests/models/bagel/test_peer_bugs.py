@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from wgc.models.bagel import LanguageModel
-from wgc.runtime.component import Call, Component, load_class
+from wgc.runtime.components.base import Call, Component, load_class
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
-from wgc.runtime.messages import Part
+from wgc.runtime.process.local import LocalCluster
+from wgc.runtime.protocol.messages import Part
 
 from tests.models.bagel.test_end_to_end import cluster, edit, image, one, plan, understand
 from wgc.plan.model import ComponentSpec

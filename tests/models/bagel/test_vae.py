@@ -22,7 +22,7 @@ from wgc.models.bagel.vae import (
 )
 from wgc.models.bagel.vae_transform import ResizeRule, fit, vae_pixels
 from wgc.models.weights_io import WeightsError
-from wgc.runtime.component import Call, CallError
+from wgc.runtime.components.base import Call, CallError
 from wgc.runtime.http.media.png import encode_png, to_pixels
 
 from tests.models.bagel.checkpoint import bfl_state

@@ -14,7 +14,7 @@ from wgc.models.bagel.latents import latent_ids, sincos_2d
 from wgc.models.bagel.resize import fit
 from wgc.models.bagel.vit import BagelVit, VitConfig, VitEncoder, pack, random_vit
 from wgc.models.bagel.vit_transform import Resize, patchify, prepare, resize, target_size
-from wgc.runtime.component import Call, CallError
+from wgc.runtime.components.base import Call, CallError
 from wgc.runtime.http.media.decode import MediaLimits, decode_image
 
 from wgc.plan.model import ComponentSpec

@@ -25,7 +25,7 @@ from wgc.models.bagel.vit import VitConfig
 from wgc.models.bagel.weights import parse_llm_config, parse_vit_config
 from wgc.models.layers import inverse_frequencies
 from wgc.models.weights_io import Entry, WeightsError
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 
 from tests.models.bagel.checkpoint import HIDDEN, LLM_CONFIG, VIT_CONFIG, VOCAB, bfl_state, write_miniature
 from tests.models.bagel.helpers import call, llm_spec

@@ -5,7 +5,7 @@ and a sampled (not greedy) reply is the same token by token with the cache as wi
 from __future__ import annotations
 
 from wgc.models.llama import ChatModel
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 
 from tests.models.llama.helpers import lm_spec
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from wgc.models.orpheus.config import END_OF_SPEECH
-from wgc.runtime.component import Call, Component
+from wgc.runtime.components.base import Call, Component
 
 from wgc.compile import compile_program
 from wgc.plan.model import ComponentSpec, Plan

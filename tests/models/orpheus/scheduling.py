@@ -9,9 +9,9 @@ from typing import Any
 
 import msgspec
 from wgc.models.orpheus import LanguageModel
-from wgc.runtime.component import Call, Component, load_class
+from wgc.runtime.components.base import Call, Component, load_class
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
+from wgc.runtime.process.local import LocalCluster
 
 from tests.models.orpheus.helpers import orpheus_plan
 from wgc.plan.model import ComponentSpec

@@ -12,9 +12,9 @@ from wgc.models.orpheus import KVExhausted, LanguageModel, SnacDecoder, TokenMap
 from wgc.models.orpheus.config import AUDIO_BASE, AUDIO_END, CODEBOOK, END_OF_SPEECH, FRAME
 from wgc.models.orpheus.llm import kv_budget
 from wgc.models.orpheus.vocab import CODE_START, COMPACT_VOCAB, load_tokenizer
-from wgc.runtime.component import Call, load_class
+from wgc.runtime.components.base import Call, load_class
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
+from wgc.runtime.process.local import LocalCluster
 
 from tests.models.orpheus.helpers import llm_spec, orpheus_plan, snac_spec
 

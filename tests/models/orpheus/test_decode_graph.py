@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 from wgc.models.orpheus import LanguageModel
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 from wgc.runtime.engines.attention import TorchAttention
 from wgc.runtime.engines.cuda_graphs import Captured, GraphRunner
 from wgc.runtime.engines.decode_graphs import static_inputs

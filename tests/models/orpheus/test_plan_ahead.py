@@ -12,7 +12,7 @@ import pytest
 import torch
 from wgc.models.layers.config import LlamaConfig
 from wgc.models.orpheus import LanguageModel, OrpheusConfig
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 from wgc.runtime.engines.attention import TorchAttention
 
 from tests.models.orpheus.helpers import llm_spec

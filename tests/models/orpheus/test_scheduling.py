@@ -8,9 +8,9 @@ import random
 from dataclasses import replace
 
 import pytest
-from wgc.runtime.component import Component
+from wgc.runtime.components.base import Component
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
+from wgc.runtime.process.local import LocalCluster
 
 from tests.models.orpheus.scheduling import PAGE, cluster, lm_of, speech
 

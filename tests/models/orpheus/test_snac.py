@@ -15,9 +15,9 @@ import torch
 from wgc.models.orpheus import SnacDecoder, split_levels, token_codes
 from wgc.models.orpheus.codec import SNAC_24KHZ, WINDOW, frame_samples
 from wgc.models.orpheus.config import AUDIO_BASE, CODEBOOK, END_OF_SPEECH, FRAME
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
+from wgc.runtime.process.local import LocalCluster
 
 from tests.models.orpheus.helpers import ScriptedLLM, orpheus_plan, snac_spec
 from wgc.semantics.stream_policy import make_policy

@@ -10,7 +10,7 @@ from torch import Tensor
 from wgc.models.pi05 import PaliGemmaWithExpert, SiglipEncoder, Stats
 from wgc.models.pi05.config import Pi05Config
 from wgc.models.pi05.weights import checkpoint_name
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 
 from tests.models.orpheus.helpers import ROOT
 from wgc.compile import compile_program

@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 from wgc.models.pi05 import PaliGemmaWithExpert
-from wgc.runtime.component import Call, Component, load_class
+from wgc.runtime.components.base import Call, Component, load_class
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
+from wgc.runtime.process.local import LocalCluster
 
 from tests.models.pi05.helpers import chunk, images, plan
 from wgc.plan.model import ComponentSpec

@@ -14,7 +14,7 @@ from transformers import GemmaConfig, GemmaModel
 from wgc.models.layers.norm import AdaptiveRMSNorm
 from wgc.models.pi05.config import Pi05Config
 from wgc.models.pi05.expert import ActionExpert, ActionHeads, time_embedding
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 
 from tests.models.pi05.helpers import components, images
 

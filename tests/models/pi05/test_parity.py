@@ -12,7 +12,7 @@ import torch
 from wgc.models.pi05 import Stats
 from wgc.models.pi05.config import Pi05Config
 from wgc.models.pi05.weights import checkpoint_name
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 
 from tests.models.pi05.helpers import chunk, components, images, load_lerobot, pixels
 from tests.models.pi05.reference import lerobot_state_dict, reference

@@ -11,7 +11,7 @@ from wgc.models.pi05 import Stats
 from wgc.models.pi05.config import TINY_BOS, Pi05Config
 from wgc.models.pi05.prompt import discretize, pi05_prompt, tiny_tokenizer
 from wgc.models.pi05.stats import Quantiles
-from wgc.runtime.component import Call, CallError
+from wgc.runtime.components.base import Call, CallError
 
 from tests.models.pi05.helpers import components
 

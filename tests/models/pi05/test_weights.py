@@ -14,7 +14,7 @@ from wgc.models.layers.tokenizer import byte_tokenizer
 from wgc.models.pi05 import PaliGemmaWithExpert, SiglipEncoder, policy_shape
 from wgc.models.pi05.weights import checkpoint_name
 from wgc.models.weights_io import WeightsError
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 
 from tests.models.pi05 import checkpoint
 from tests.models.pi05.helpers import chunk, images, spec

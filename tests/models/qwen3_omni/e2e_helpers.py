@@ -16,10 +16,10 @@ from wgc.models.qwen3_omni.code2wav import Code2Wav
 from wgc.models.qwen3_omni.config import VocabMap
 from wgc.models.qwen3_omni.talker import Talker
 from wgc.models.qwen3_omni.thinker import Thinker
-from wgc.runtime.component import Call, Component, load_class
+from wgc.runtime.components.base import Call, Component, load_class
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
-from wgc.runtime.messages import Part
+from wgc.runtime.process.local import LocalCluster
+from wgc.runtime.protocol.messages import Part
 
 from tests.models.orpheus.helpers import ROOT
 from tests.models.qwen3_omni import thinker_reference as tr

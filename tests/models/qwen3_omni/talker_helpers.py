@@ -16,7 +16,7 @@ from wgc.models.qwen3_omni.config import VocabMap
 from wgc.models.qwen3_omni.talker import Talker
 from wgc.models.qwen3_omni.talker_config import TalkerConfig
 from wgc.models.qwen3_omni.thinker import Thinker
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 
 from tests.models.qwen3_omni import thinker_reference as tr
 from wgc.plan.model import ComponentSpec

@@ -20,7 +20,7 @@ from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import (
 from wgc.models.qwen3_omni.audio import AudioEncoder, AudioTower, random_tower
 from wgc.models.qwen3_omni.audio_config import AudioConfig
 from wgc.models.qwen3_omni.audio_features import resample
-from wgc.runtime.component import Call, CallError
+from wgc.runtime.components.base import Call, CallError
 
 from wgc.plan.model import ComponentSpec
 

@@ -23,7 +23,7 @@ from wgc.models.qwen3_omni.code2wav import Code2Wav, batch_buckets
 from wgc.models.qwen3_omni.code2wav_config import Code2WavConfig, StreamWindows
 from wgc.models.qwen3_omni.code2wav_net import Code2WavNet
 from wgc.models.weights_io import WeightsError
-from wgc.runtime.component import Call, CallError
+from wgc.runtime.components.base import Call, CallError
 
 from wgc.plan.model import ComponentSpec
 from wgc.semantics.stream_buffer import StreamBuffer

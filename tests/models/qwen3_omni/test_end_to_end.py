@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 from wgc.models.qwen3_omni.thinker import Thinker
-from wgc.runtime.messages import Part
+from wgc.runtime.protocol.messages import Part
 
 from tests.models.qwen3_omni.e2e_helpers import (
     GREEDY,

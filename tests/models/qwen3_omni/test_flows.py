@@ -7,7 +7,7 @@ mid-speech frees every KV page and stream buffer on both ranks."""
 from __future__ import annotations
 
 import pytest
-from wgc.runtime.messages import Part
+from wgc.runtime.protocol.messages import Part
 
 from tests.models.qwen3_omni.e2e_helpers import (
     GREEDY,

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 from wgc.models.qwen3_omni import talker_model as tm
 from wgc.models.qwen3_omni.talker import Talker
-from wgc.runtime.component import PARTIAL, CallError
+from wgc.runtime.components.base import PARTIAL, CallError
 
 from tests.models.qwen3_omni.talker_helpers import WALK_EOS, call, hf_talker, thinker_rows, tiny_talker
 

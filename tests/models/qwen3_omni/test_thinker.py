@@ -11,7 +11,7 @@ import torch
 from wgc.models.layers.tokenizer import byte_tokenizer
 from wgc.models.qwen3_omni import chat
 from wgc.models.qwen3_omni.config import ThinkerConfig, Tokens, VocabMap
-from wgc.runtime.component import PARTIAL, Call, CallError
+from wgc.runtime.components.base import PARTIAL, Call, CallError
 
 from tests.models.qwen3_omni.thinker_reference import tiny_thinker
 

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from wgc.models.qwen3_omni.config import VocabMap
 from wgc.models.qwen3_omni.thinker import Thinker
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 
 from tests.models.qwen3_omni.thinker_reference import forward, reference, tiny_thinker
 

@@ -20,7 +20,7 @@ from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import (
 from wgc.models.qwen3_omni.vision import VisionEncoder, VisionTower, random_tower
 from wgc.models.qwen3_omni.vision_config import ResizeBounds, VisionConfig
 from wgc.models.qwen3_omni.vision_transform import llm_positions, prepare_image, prepare_video
-from wgc.runtime.component import Call, CallError
+from wgc.runtime.components.base import Call, CallError
 
 from wgc.plan.model import ComponentSpec
 

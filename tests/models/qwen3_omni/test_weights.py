@@ -25,7 +25,7 @@ from wgc.models.qwen3_omni.code2wav_net import Code2WavNet
 from wgc.models.qwen3_omni.talker_model import TalkerModel
 from wgc.models.qwen3_omni.thinker_model import ThinkerLM
 from wgc.models.weights_io import WeightsError
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 
 from tests.models.qwen3_omni.checkpoint import CODEC, HIDDEN, MARKERS, SPEAKERS, VOCAB, write_miniature
 from tests.models.qwen3_omni.talker_helpers import talker_spec

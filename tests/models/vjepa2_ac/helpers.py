@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from wgc.models.vjepa2_ac import ActionConditionedPredictor
-from wgc.runtime.component import Call
+from wgc.runtime.components.base import Call
 
 from wgc.plan.model import ComponentSpec
 

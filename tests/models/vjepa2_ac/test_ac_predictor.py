@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 from wgc.models.vjepa2_ac.ac_net import block_causal_mask
-from wgc.runtime.component import CallError
+from wgc.runtime.components.base import CallError
 
 from tests.models.vjepa2_ac.helpers import call, frame, randn, tiny_ac
 from tests.models.vjepa2_ac.reference import Reference, loop_mask, recompute_rollout

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from wgc.models.vjepa2_ac.video import MEAN, STD, prepare
-from wgc.runtime.component import CallError
+from wgc.runtime.components.base import CallError
 
 from tests.models.vjepa2_ac.helpers import call
 from tests.models.vjepa2_ac.hf import hf_encode, hf_model, tiny_encoder, tiny_masked

@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 from wgc.models.vjepa2_ac import ActionConditionedPredictor
-from wgc.runtime.component import Call, Component, load_class
+from wgc.runtime.components.base import Call, Component, load_class
 from wgc.runtime.coordinator.request import RequestSpec
-from wgc.runtime.local import LocalCluster
+from wgc.runtime.process.local import LocalCluster
 
 from tests.models.orpheus.helpers import ROOT
 from tests.models.vjepa2_ac.helpers import call, randn

@@ -11,7 +11,7 @@ import torch
 from wgc.models.vjepa2_ac.planner import Planner, draw, final, initial, refit
 from wgc.models.vjepa2_ac.poses import next_pose, rollout_states
 from wgc.models.vjepa2_ac.scorer import Scorer
-from wgc.runtime.component import CallError
+from wgc.runtime.components.base import CallError
 
 from tests.models.vjepa2_ac.helpers import call, randn, spec
 

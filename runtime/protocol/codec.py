@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from wgc.runtime.messages import Message
+from wgc.runtime.protocol.messages import Message
 
 _TENSOR_EXT = 1
 _SETS_EXT = 2

@@ -59,7 +59,7 @@ class Component:
     """Base class. Subclasses define entry methods `def decode(self, calls: list[Call]) -> list[Any]`.
 
     An entry returns one result per call, in order, and each result is data the codec
-    (runtime/codec.py) can send to any rank, whatever the placement:
+    (runtime/protocol/codec.py) can send to any rank, whatever the placement:
 
     - None, bool, int, float, str, bytes;
     - a torch tensor, on any device (it travels as its CPU bytes and arrives as a CPU tensor);

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wgc.runtime.component import Call, Component
+from wgc.runtime.components.base import Call, Component
 
 from wgc.plan.model import ComponentSpec
 from wgc.semantics.mock import MockComponent, MockEngine

@@ -1,7 +1,7 @@
 """Every message between the coordinator and the workers, and between workers: small typed structs.
 
 Values (`Any` fields) are ints, floats, strings, bools, None, lists of those, or
-tensors; `runtime/codec.py` moves tensors as separate zero-copy frames.
+tensors; `runtime/protocol/codec.py` moves tensors as separate zero-copy frames.
 """
 
 from __future__ import annotations

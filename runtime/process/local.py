@@ -18,13 +18,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from wgc.runtime.codec import Codec
-from wgc.runtime.component import Component
+from wgc.runtime.components.base import Component
+from wgc.runtime.components.fake import FakeComponent
 from wgc.runtime.coordinator.core import CoordinatorCore, Event
 from wgc.runtime.coordinator.request import RequestSpec
 from wgc.runtime.engines.capture_report import EntryCapture
-from wgc.runtime.fake import FakeComponent
-from wgc.runtime.messages import COORDINATOR, Message
+from wgc.runtime.protocol.codec import Codec
+from wgc.runtime.protocol.messages import COORDINATOR, Message
 from wgc.runtime.worker.executor import Executor, Options
 from wgc.runtime.worker.startup import start_rank
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wgc.runtime.messages import RequestInit
+from wgc.runtime.protocol.messages import RequestInit
 
 from wgc.plan.model import Plan
 from wgc.semantics.mock import MockComponent
