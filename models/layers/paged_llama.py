@@ -158,7 +158,9 @@ class PagedLlama(KVComponent):
         dev = self.torch_device
         ids = [t for i in range(len(prepared.items)) for t in prepared.chunk(i)]
         tokens = torch.tensor(ids, dtype=torch.int64, device=dev)  # [N]
-        last = torch.cumsum(torch.tensor(prepared.lengths, device=dev), 0) - 1  # [B]
+        # a decode step (one token a row) projects every row: no index of the rows' last tokens to build
+        last = None if len(ids) == len(prepared.lengths) else \
+            torch.cumsum(torch.tensor(prepared.lengths, device=dev), 0) - 1  # [B]
         step = self.kv.step(prepared)
         logits = self.model(tokens, prepared.positions.to(dev), step, logits_at=last)  # [B, vocab]
         self.kv.issued(prepared)  # a decode step, issued: plan the next one while it runs
