@@ -19,7 +19,7 @@ from wgc.runtime.engines.cpu_linear import FusedWeight, fused_linear
 class SelfAttention(nn.Module):
     """q/k/v projections, rotary embeddings, attention, output projection; kv_heads divides heads.
 
-    With `fused` (set by cpu_linear.pack_linears on CPU) the three projections of the module's own
+    With `fused` (set by cpu_linear.pack_linears on CPU for large enough weights) the three projections of the module's own
     expert run as one product over their concatenated weights, and q and k are rotated in one call."""
 
     fuses_projections = True
@@ -52,10 +52,13 @@ class SelfAttention(nn.Module):
             q, k = getattr(self, "q_norm" + expert)(q), getattr(self, "k_norm" + expert)(k)
         return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v
 
+    def fusable_parts(self) -> tuple[nn.Linear, ...]:
+        return self.q_proj, self.k_proj, self.v_proj
+
     def _fused_qkv(self, x: Tensor, cos: Tensor, sin: Tensor, fused: FusedWeight) -> tuple[Tensor, Tensor, Tensor]:
         """`qkv` through one product; the same values as the three (to float rounding: tests/engines/test_fused_projections.py)."""
         h, kv = self.heads, self.kv_heads
-        out = fused_linear(x, (self.q_proj, self.k_proj, self.v_proj), fused)  # [..., (h + 2 kv) * head_dim]
+        out = fused_linear(x, self.fusable_parts(), fused)  # [..., (h + 2 kv) * head_dim]
         out = out.unflatten(-1, (h + 2 * kv, self.head_dim))  # [..., h + 2 kv, head_dim]
         v = out[..., h + kv:, :]  # [..., kv_heads, head_dim]
         if self.qk_norm:

@@ -16,7 +16,8 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
 
 
 class SwiGLU(nn.Module):
-    """With `fused` (set by cpu_linear.pack_linears on CPU) gate and up run as one product."""
+    """With `fused` (set by cpu_linear.pack_linears on CPU for large enough weights) gate and up run as
+    one product."""
 
     fuses_projections = True
     fused: FusedWeight | None = None
@@ -30,8 +31,11 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
         self.act = ACTIVATIONS[activation]
 
+    def fusable_parts(self) -> tuple[nn.Linear, ...]:
+        return self.gate_proj, self.up_proj
+
     def forward(self, x: Tensor) -> Tensor:
         if self.fused is not None:
-            gate, up = fused_linear(x, (self.gate_proj, self.up_proj), self.fused).chunk(2, dim=-1)  # [..., inter]
+            gate, up = fused_linear(x, self.fusable_parts(), self.fused).chunk(2, dim=-1)  # [..., inter]
             return self.down_proj(self.act(gate) * up)  # [..., hidden]
         return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))  # [..., hidden]

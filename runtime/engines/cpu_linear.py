@@ -77,9 +77,12 @@ class FusedWeight:
     """Several projections of one input as one product: their weights (and biases) concatenated along
     the output axis, made on first use and again whenever one of them changed (keyed like
     PackedWeight), and packed in turn. A module that sets `fuses_projections` gets one per group
-    from `pack_linears` (SelfAttention: q/k/v; SwiGLU: gate/up). Why: a decode step of a small model
-    is a few hundred operators of a few microseconds each; one product instead of three (two) saves
-    the calls and reads the input once, and the wider weight crosses MIN_PACKED_WEIGHT sooner."""
+    from `pack_linears` (SelfAttention: q/k/v; SwiGLU: gate/up, its `fusable_parts()`) when every part
+    is packed anyway (at least MIN_PACKED_WEIGHT): one oneDNN call instead of three (two) saves their
+    fixed cost of ~10 us each (the 34M shape: 1.5-6% of a decode step). Below that, on MKL's
+    products, fusing measured no gain at 32 rows and a 9% loss at one row on the 0.7M shape (the
+    fused gate/up crossing onto oneDNN, the fusion's own checks and views), so small modules keep
+    their separate products."""
 
     __slots__ = ("key", "weight", "bias", "packed")
 
@@ -130,8 +133,9 @@ def pack_linears(model: nn.Module) -> int:
         return 0
     count = 0
     for module in model.modules():
-        if getattr(type(module), "fuses_projections", False) and not isinstance(getattr(module, "fused", None),
-                                                                               FusedWeight):
+        if (getattr(type(module), "fuses_projections", False) and not isinstance(getattr(module, "fused", None),
+                                                                                FusedWeight)
+                and all(p.weight.numel() >= MIN_PACKED_WEIGHT for p in module.fusable_parts())):
             module.fused = FusedWeight()  # type: ignore[assignment]
         if type(module) is nn.Linear:
             module.__class__ = PackedLinear  # same Parameters, same state dict: only the forward differs
