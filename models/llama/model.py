@@ -100,5 +100,12 @@ class ChatModel(PagedLlama):
         """(temperature, top_p): after the prompt, or after `prev`."""
         return tuple(call.args[1:3])
 
+    def token_in(self, prev: Any) -> int:
+        """A token fed back as a model id. The walk's `eos` (-1, no id of the model) comes back only in
+        a decode the runtime ran speculatively past the end, whose result it discards: it is fed as
+        the checkpoint's first stop id (or 0), so that step runs and nothing fails."""
+        token = int(prev)
+        return (self.config.stop_ids[0] if self.config.stop_ids else 0) if token == self.eos else token
+
     def token_out(self, token: int, generated: int) -> Any:
         return self.eos if token in self.stops else int(token)

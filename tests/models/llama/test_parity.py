@@ -62,6 +62,7 @@ def test_logits_match_transformers_for_prefill_and_decode(checkpoint: tuple[Path
 def test_a_stop_id_leaves_as_the_walk_eos(ours: ChatModel) -> None:
     assert ours.config.stop_ids == (257, 260)
     assert ours.token_out(260, 0) == EOS and ours.token_out(257, 3) == EOS and ours.token_out(65, 0) == 65
+    assert ours.token_in(EOS) == 257 and ours.token_in(65) == 65  # a speculative decode past the end still runs
 
 
 def _hf_greedy(hf: Any, prompt: list[int], max_new: int) -> list[int]:
