@@ -22,6 +22,7 @@ REQUESTS: dict[str, list[dict]] = {
               dict(parts=["text", "image"], outputs=["image"], params={"steps": 6}),
               dict(parts=["image", "text"], outputs=["image"], params={"steps": 4}, think=True)],
     # "p6" is a prompt whose mock generation runs long enough to fill three sliding windows.
+    "llama": [dict(outputs=["text"], params={"max_tokens": 24}), dict(outputs=["text"], params={"max_tokens": 1})],
     "orpheus": [dict(outputs=["audio"], params={"max_tokens": 200}),
                 dict(outputs=["audio"], params={"max_tokens": 200}, named={"prompt": "p6"})],
     "pi05": [dict(outputs=["action"])],

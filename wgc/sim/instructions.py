@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from wgc.lower.liveness import writes
 from wgc.plan import model as pm
 from wgc.semantics.mock import Value
 from wgc.semantics.stream_buffer import ENDED, WAITING
@@ -93,7 +94,8 @@ def _loop(t: RankThread, i: pm.Loop) -> bool:
             t.value(c.name)
     end = t.schedule.jumps[t.pc]
     state = LoopState(i.loop_id, t.pc, bound)
-    if bound <= 0:
+    if bound <= 0:  # the body's own values never come to be, yet the FREE after the loop names them
+        t.never_written.update(n for ins in t.schedule.code[t.pc + 1:end] for n in writes(ins))
         _exit_loop(t, state, t.schedule.code[end])
         t.pc = end + 1
         return True
@@ -169,6 +171,10 @@ def _fork(t: RankThread, i: pm.Fork) -> bool:
 
 def _free(t: RankThread, i: pm.Free) -> bool:
     for name in i.values:
+        if name not in t.frame and name in t.never_written:
+            t.never_written.discard(name)
+            t.freed.add(name)
+            continue
         if name not in t.frame:
             raise ReadError(f"`{name}` is freed twice" if name in t.freed else f"frees `{name}`, which is not defined")
         del t.frame[name]

@@ -45,6 +45,7 @@ class RankThread(DriverNames):
         self.engine: MockEngine = driver.engine(schedule.rank)
         self.frame: dict[str, Value] = {}
         self.freed: set[str] = set()
+        self.never_written: set[str] = set()  # written only in the body of a loop that ran zero times
         self.loops: list[LoopState] = []
         self.writes: Counter[tuple] = Counter()  # cache-label writes made, by logical identity
         self.pc = 0
