@@ -46,6 +46,25 @@ class Entry(NamedTuple):
 Found = Mapping[str, Entry]
 
 
+class Part(NamedTuple):
+    """The part of a whole tensor one reader keeps (a tensor-parallel rank): [start, end) along `dim`
+    (0: rows, 1: columns)."""
+
+    dim: int
+    start: int
+    end: int
+
+    def of(self, t: Tensor) -> Tensor:
+        """This part of a tensor in memory (a view)."""
+        return t.narrow(self.dim, self.start, self.end - self.start)
+
+    def read(self, piece: Any) -> Tensor:
+        """This part of a safetensors slice (`safe_open(...).get_slice(name)`): only its bytes are read."""
+        if self.dim == 0:
+            return piece[self.start:self.end]
+        return piece[:, self.start:self.end]
+
+
 def one_line(err: BaseException, limit: int = 200) -> str:
     """A library's error message as one line (its first), cut to `limit` characters."""
     lines = str(err).strip().splitlines()
@@ -185,10 +204,12 @@ def allocate(module: nn.Module, device: torch.device | str, dtype: torch.dtype) 
     return module
 
 
-def load_tensors(targets: Mapping[str, Tensor], found: Found) -> None:
+def load_tensors(targets: Mapping[str, Tensor], found: Found, parts: Mapping[str, Part] | None = None) -> None:
     """Copy each named checkpoint tensor into its target (a parameter, in place), reading each once,
     file by file; a tensor with the target's element count but another shape (a 1x1 conv into a
-    linear) is reshaped. The dtype and device are converted by the copy."""
+    linear) is reshaped. A tensor named in `parts` is read as that part only (a slice of the file,
+    the rest never read). The dtype and device are converted by the copy."""
+    parts = parts or {}
     by_file: dict[Path, list[str]] = {}
     for name in targets:
         by_file.setdefault(found[name].path, []).append(name)
@@ -196,8 +217,9 @@ def load_tensors(targets: Mapping[str, Tensor], found: Found) -> None:
         for path, names in by_file.items():
             with opened(path) as f:
                 for name in names:
-                    target = targets[name]
-                    target.copy_(f.get_tensor(name).reshape(target.shape))
+                    target, part = targets[name], parts.get(name)
+                    value = f.get_tensor(name) if part is None else part.read(f.get_slice(name))
+                    target.copy_(value.reshape(target.shape))
 
 
 def read_rows(entry: Entry, name: str, rows: Sequence[int]) -> Tensor:

@@ -6,7 +6,7 @@ Every name and shape is checked from the files' headers before any tensor is rea
 directory fails fast with one line naming the problem: a missing tensor, an unexpected one, a
 wrong shape or dtype, a corrupt or absent file. Tensors are then read one at a time into the model's
 own parameters (the model is built on the meta device first, so a 3B checkpoint is never held
-twice). The generic pieces are models/weights_io.py's, shared with the other families.
+twice); a tensor-parallel rank reads only its shard's slices of them. The generic pieces are models/weights_io.py's, shared with the other families.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 from wgc.models.layers import LlamaConfig, LlamaModel
+from wgc.models.layers.tensor_parallel import Group, cut_for, shard_structure
 from wgc.models.weights_io import (
     INDEX,
     SINGLE,
@@ -74,17 +75,25 @@ def check_llama_tensors(found: Found, expected: dict[str, tuple[int, ...]], wher
 
 
 def load_llama(directory: Path, config: LlamaConfig, device: torch.device | str = "cpu",
-               dtype: torch.dtype = torch.float32) -> LlamaModel:
-    """A LlamaModel with the directory's weights, on `device` in `dtype`; WeightsError names any problem."""
+               dtype: torch.dtype = torch.float32, group: Group | None = None) -> LlamaModel:
+    """A LlamaModel with the directory's weights, on `device` in `dtype`; WeightsError names any problem.
+
+    With a tensor-parallel `group` of more than one rank, rank group.rank's shard: the headers are
+    checked against the whole model, then each split tensor is read as this rank's part only (the
+    cuts of tensor_parallel.shard_cuts, as safetensors slices), so no rank reads or holds the whole."""
     directory = Path(directory)
     found = read_checkpoint(directory)
     expected = expected_shapes(config)
     check_llama_tensors(found, expected, directory, config.tie_embeddings)
-    model = allocate(meta_module(lambda: LlamaModel(config)), device, dtype)  # the rotary table kept as built
+    model = meta_module(lambda: LlamaModel(config))
+    cuts = shard_structure(model, group) if group is not None and group.size > 1 else {}
+    model = allocate(model, device, dtype)  # the rotary table kept as built
     if config.tie_embeddings:  # to_empty makes a new tensor per module from meta ones: tie them again
         model.lm_head.weight = model.embed_tokens.weight
     params = dict(model.named_parameters())  # our names: the HF name without `model.`
-    load_tensors({name: params[name.removeprefix("model.")] for name in expected}, found)
+    ours = {name: name.removeprefix("model.") for name in expected}
+    parts = {hf: cut for hf, name in ours.items() if (cut := cut_for(cuts, name)) is not None}
+    load_tensors({hf: params[name] for hf, name in ours.items()}, found, parts)
     return model.eval()
 
 

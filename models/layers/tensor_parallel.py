@@ -1,7 +1,6 @@
 """Tensor parallelism for the Llama-family layers: one rank's shard of a whole model, and its collectives.
 
-`shard_llama(model, group)` turns a whole `LlamaModel` (built from the checkpoint, or from the same
-seed on every rank) into rank `group.rank`'s shard of a `group.size`-way copy, in place, the way
+A shard is rank `group.rank`'s part of a `group.size`-way copy of a `LlamaModel`, split the way
 vLLM and nano-vllm split a Llama layer (Megatron's column/row split):
 
 - q/k/v, gate and up are column-parallel: a rank keeps heads/tp query heads and intermediate/tp
@@ -17,8 +16,11 @@ vLLM and nano-vllm split a Llama layer (Megatron's column/row split):
   vocabulary on every rank (each rank samples the same token: they share the sampling state).
 
 `model.config` becomes the shard's (heads, kv_heads, intermediate per rank; vocab stays whole),
-which is what the KV engine's geometry reads. Weights are the whole model's slices, so every rank
-loads the same checkpoint and keeps its part; the whole model is dropped after sharding.
+which is what the KV engine's geometry reads. `shard_cuts` states the split once, as the part of each
+whole tensor a rank keeps (`weights_io.Part`: a range of output rows or input columns); both ways of
+making a shard follow it. From a checkpoint, every rank opens the same files and reads only its own
+parts (`llama_weights.load_llama(..., group=)`: safetensors slices, never a whole tensor); from
+random weights (the same seed on every rank), `shard_llama` cuts the whole model in place.
 
 The group is anything with `rank`, `size`, `all_reduce(t)` (in place, summed) and `all_gather(t)`
 (a list of every rank's tensor): a torch.distributed process group in a worker
@@ -28,12 +30,16 @@ The group is anything with `rank`, `size`, `all_reduce(t)` (in place, summed) an
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.utils import skip_init
+from wgc.models.layers.config import LlamaConfig
 from wgc.models.layers.llama import LlamaModel
+from wgc.models.weights_io import Part
 
 from wgc.plan.model import ComponentSpec
 
@@ -70,25 +76,16 @@ def check_tp(heads: int, kv_heads: int, intermediate: int, tp: int) -> None:
         raise ValueError(f"tp = {tp} does not divide the MLP's {intermediate} intermediate features")
 
 
-def _rows(linear: nn.Linear, start: int, end: int) -> nn.Linear:
-    """Column-parallel: output features [start, end) of `linear`."""
-    out = nn.Linear(linear.in_features, end - start, bias=linear.bias is not None,
-                    device=linear.weight.device, dtype=linear.weight.dtype)
-    with torch.no_grad():
-        out.weight.copy_(linear.weight[start:end])
-        if linear.bias is not None:
-            out.bias.copy_(linear.bias[start:end])
-    return out
-
-
 class RowParallelLinear(nn.Module):
-    """Input features [start, end) of a whole linear; the partial products summed over the group."""
+    """Input features [cut.start, cut.end) of a whole linear; the partial products summed over the group."""
 
-    def __init__(self, linear: nn.Linear, start: int, end: int, group: Group) -> None:
+    def __init__(self, linear: nn.Linear, cut: Part, group: Group) -> None:
         super().__init__()
+        like = linear.weight
         self.group = group
-        self.weight = nn.Parameter(linear.weight[:, start:end].detach().clone(), requires_grad=False)
-        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        self.weight = nn.Parameter(like.new_empty(linear.out_features, cut.end - cut.start), requires_grad=False)
+        self.bias = None if linear.bias is None else nn.Parameter(like.new_empty(linear.out_features),
+                                                                  requires_grad=False)
 
     def forward(self, x: Tensor) -> Tensor:
         y = self.group.all_reduce(F.linear(x, self.weight))  # [..., out], summed over the group
@@ -98,10 +95,10 @@ class RowParallelLinear(nn.Module):
 class VocabParallelEmbedding(nn.Module):
     """Rows [start, end) of the embedding; other ids look up zeros, the all-reduce fills them in."""
 
-    def __init__(self, weight: Tensor, start: int, end: int, scale: float | None, group: Group) -> None:
+    def __init__(self, vocab: int, hidden: int, cut: Part, scale: float | None, group: Group, like: Tensor) -> None:
         super().__init__()
-        self.group, self.start, self.end, self.scale = group, start, end, scale
-        self.weight = nn.Parameter(weight[start:end].detach().clone(), requires_grad=False)  # [end - start, hidden]
+        self.group, self.start, self.end, self.scale = group, cut.start, cut.end, scale
+        self.weight = nn.Parameter(like.new_empty(cut.end - cut.start, hidden), requires_grad=False)  # [rows, hidden]
 
     def forward(self, tokens: Tensor) -> Tensor:
         inside = (tokens >= self.start) & (tokens < self.end)
@@ -116,12 +113,12 @@ class VocabParallelEmbedding(nn.Module):
 class VocabParallelLMHead(nn.Module):
     """Logits for rows [start, end) of the head; every rank's gathered into the whole vocabulary."""
 
-    def __init__(self, weight: Tensor, start: int, end: int, group: Group) -> None:
+    def __init__(self, vocab: int, hidden: int, cut: Part, group: Group, like: Tensor) -> None:
         super().__init__()
         self.group = group
-        self.width = -(-weight.shape[0] // group.size)  # the longest part: every rank gathers that many
-        self.weight = nn.Parameter(weight[start:end].detach().clone(), requires_grad=False)
-        self.vocab = weight.shape[0]
+        self.width = -(-vocab // group.size)  # the longest part: every rank gathers that many
+        self.weight = nn.Parameter(like.new_empty(cut.end - cut.start, hidden), requires_grad=False)
+        self.vocab = vocab
 
     def forward(self, h: Tensor) -> Tensor:
         local = F.linear(h, self.weight)  # [..., end - start]
@@ -131,44 +128,102 @@ class VocabParallelLMHead(nn.Module):
         return torch.cat([p[..., : e - s] for p, (s, e) in zip(parts, sizes, strict=True)], dim=-1)  # [..., vocab]
 
 
-def shard_llama(model: LlamaModel, group: Group) -> LlamaModel:
-    """`model`, in place, as rank group.rank's shard of a group.size-way tensor-parallel copy."""
-    c, tp, r = model.config, group.size, group.rank
-    if tp == 1:
-        return model
+def shard_cuts(config: LlamaConfig, tp: int, rank: int) -> dict[str, Part]:
+    """Our parameter name -> the part of the whole tensor `rank` keeps in a tp-way copy; a parameter not
+    named (the norms) is kept whole. The one statement of the split: the in-place path (`shard_llama`)
+    and the per-shard checkpoint reader (llama_weights.load_llama with a group) both follow it."""
+    c = config
     check_tp(c.heads, c.kv_heads, c.intermediate, tp)
     heads, kv = c.heads // tp, kv_heads_per_rank(c.kv_heads, tp)
-    kv_index = r * kv if c.kv_heads >= tp else r // (tp // c.kv_heads)  # the first KV head this rank keeps
-    hd = c.head_dim
-    for block in model.layers:
-        att, mlp = block.self_attn, block.mlp
-        att.q_proj = _rows(att.q_proj, r * heads * hd, (r + 1) * heads * hd)
-        att.k_proj = _rows(att.k_proj, kv_index * hd, (kv_index + kv) * hd)
-        att.v_proj = _rows(att.v_proj, kv_index * hd, (kv_index + kv) * hd)
-        att.o_proj = RowParallelLinear(att.o_proj, r * heads * hd, (r + 1) * heads * hd, group)
-        att.heads, att.kv_heads = heads, kv
-        part = c.intermediate // tp
-        mlp.gate_proj = _rows(mlp.gate_proj, r * part, (r + 1) * part)
-        mlp.up_proj = _rows(mlp.up_proj, r * part, (r + 1) * part)
-        mlp.down_proj = RowParallelLinear(mlp.down_proj, r * part, (r + 1) * part, group)
-    start, end = split(c.vocab, tp, r)
-    head_weight = model.lm_head.weight
-    model.embed_tokens = VocabParallelEmbedding(model.embed_tokens.weight, start, end, model.embed_tokens.scale, group)
-    model.lm_head = VocabParallelLMHead(head_weight, start, end, group)
-    model.config = dataclasses.replace(c, heads=heads, kv_heads=kv, intermediate=c.intermediate // tp)
+    kv_index = rank * kv if c.kv_heads >= tp else rank // (tp // c.kv_heads)  # the first KV head this rank keeps
+    hd, part = c.head_dim, c.intermediate // tp
+    q = (rank * heads * hd, (rank + 1) * heads * hd)
+    kvs = (kv_index * hd, (kv_index + kv) * hd)
+    mlp = (rank * part, (rank + 1) * part)
+    vocab = split(c.vocab, tp, rank)
+    out = {"embed_tokens.weight": Part(0, *vocab), "lm_head.weight": Part(0, *vocab)}
+    for i in range(c.layers):
+        p = f"layers.{i}."
+        out.update({
+            p + "self_attn.q_proj.weight": Part(0, *q),  # column-parallel: output rows
+            p + "self_attn.k_proj.weight": Part(0, *kvs),
+            p + "self_attn.v_proj.weight": Part(0, *kvs),
+            p + "self_attn.o_proj.weight": Part(1, *q),  # row-parallel: input columns
+            p + "mlp.gate_proj.weight": Part(0, *mlp),
+            p + "mlp.up_proj.weight": Part(0, *mlp),
+            p + "mlp.down_proj.weight": Part(1, *mlp),
+        })
+    return out
+
+
+def cut_for(cuts: Mapping[str, Part], name: str) -> Part | None:
+    """The part of parameter `name` a rank keeps (None: whole). A column-parallel bias follows its weight's
+    rows; a row-parallel one is whole (added once, after the all-reduce)."""
+    if name in cuts:
+        return cuts[name]
+    if name.endswith(".bias"):
+        weight = cuts.get(name.removesuffix("bias") + "weight")
+        return weight if weight is not None and weight.dim == 0 else None
+    return None
+
+
+def _column(linear: nn.Linear, cut: Part) -> nn.Linear:
+    """An empty column-parallel linear: output features [cut.start, cut.end) of `linear`."""
+    return skip_init(nn.Linear, linear.in_features, cut.end - cut.start, bias=linear.bias is not None,
+                     device=linear.weight.device, dtype=linear.weight.dtype)
+
+
+def shard_structure(model: LlamaModel, group: Group) -> dict[str, Part]:
+    """Replace `model`'s split modules by empty ones of rank group.rank's shapes (on the same device,
+    the meta device included, uninitialised), set the shard's config; returns the cuts to fill them by."""
+    c, tp = model.config, group.size
+    cuts = shard_cuts(c, tp, group.rank)
+    like = model.embed_tokens.weight
+    for i, block in enumerate(model.layers):
+        att, mlp, p = block.self_attn, block.mlp, f"layers.{i}."
+        att.q_proj = _column(att.q_proj, cuts[p + "self_attn.q_proj.weight"])
+        att.k_proj = _column(att.k_proj, cuts[p + "self_attn.k_proj.weight"])
+        att.v_proj = _column(att.v_proj, cuts[p + "self_attn.v_proj.weight"])
+        att.o_proj = RowParallelLinear(att.o_proj, cuts[p + "self_attn.o_proj.weight"], group)
+        mlp.gate_proj = _column(mlp.gate_proj, cuts[p + "mlp.gate_proj.weight"])
+        mlp.up_proj = _column(mlp.up_proj, cuts[p + "mlp.up_proj.weight"])
+        mlp.down_proj = RowParallelLinear(mlp.down_proj, cuts[p + "mlp.down_proj.weight"], group)
+        att.heads, att.kv_heads = c.heads // tp, kv_heads_per_rank(c.kv_heads, tp)
+    vocab = cuts["embed_tokens.weight"]
+    model.embed_tokens = VocabParallelEmbedding(c.vocab, c.hidden, vocab, model.embed_tokens.scale, group, like)
+    model.lm_head = VocabParallelLMHead(c.vocab, c.hidden, vocab, group, like)
+    if c.tie_embeddings:  # one tensor, as in the whole model: the head's rows are the embedding's
+        model.lm_head.weight = model.embed_tokens.weight
+    model.config = dataclasses.replace(c, heads=c.heads // tp, kv_heads=kv_heads_per_rank(c.kv_heads, tp),
+                                       intermediate=c.intermediate // tp)
     model.tp = group  # type: ignore[assignment]
+    return cuts
+
+
+def shard_llama(model: LlamaModel, group: Group) -> LlamaModel:
+    """`model`, in place, as rank group.rank's shard of a group.size-way tensor-parallel copy (a whole
+    model in memory: the random-weight path; a checkpoint is read per shard by load_llama instead)."""
+    if group.size == 1:
+        return model
+    whole = model.state_dict(keep_vars=True)  # every parameter by name, a tied head under both
+    cuts = shard_structure(model, group)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            source, cut = whole[name], cut_for(cuts, name)
+            if source is not param:
+                param.copy_(source if cut is None else cut.of(source))
     return model
 
 
-def shard_component(spec: ComponentSpec, model: LlamaModel) -> LlamaModel:
-    """A component's model as this rank's shard when the plan gives it tp > 1 (its process group was
-    built at start-up: runtime/worker/tp_group.py); the whole model otherwise."""
+def component_group(spec: ComponentSpec) -> Group | None:
+    """A component's TP group when the plan gives it tp > 1 (its process group was built at start-up:
+    runtime/worker/tp_group.py); None at tp 1."""
     if spec.tp == 1:
-        return model
+        return None
     from wgc.runtime.worker.tp_group import group_for
 
     group = group_for(spec.name)
     if group is None:
         raise ValueError(f"{spec.name}: tp = {spec.tp} needs its process group, built by a worker process at "
                          "start-up (wgc run); the in-process cluster runs tp = 1 only")
-    return shard_llama(model, group)
+    return group

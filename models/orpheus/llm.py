@@ -28,7 +28,7 @@ from wgc.models.layers import LlamaModel
 from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.layers.llama_weights import load_llama, read_config
 from wgc.models.layers.paged_llama import PagedLlama, random_llama
-from wgc.models.layers.tensor_parallel import shard_component
+from wgc.models.layers.tensor_parallel import component_group, shard_llama
 from wgc.models.orpheus.config import OrpheusConfig
 from wgc.models.orpheus.vocab import TokenMap, encode_prompt, load_tokenizer, tiny_tokenizer
 from wgc.models.weights_io import announce, choose
@@ -93,12 +93,13 @@ class LanguageModel(PagedLlama):
         super().__init__(spec, rank, device)
         self.torch_device = torch.device(device)
         weights, fallback = choose(weights, preset is not None or config is not None, "WGC_ORPHEUS_DIR")
+        group = component_group(spec)  # tp > 1: a checkpoint is read per shard (models/layers/tensor_parallel.py)
         if weights is None and config is None:
             preset = preset or "tiny"
         if weights is not None:
             self.config = OrpheusConfig.from_hf_config(read_config(weights), name=str(weights))
             dtype = self._dtype()
-            model = load_llama(weights, self.config.llama, self.torch_device, dtype)
+            model = load_llama(weights, self.config.llama, self.torch_device, dtype, group)
             tokenizer_file = weights / "tokenizer.json"
             compact = self.config.vocab == "compact"
             self.tokenizer = tiny_tokenizer() if compact and not tokenizer_file.is_file() else load_tokenizer(weights)
@@ -108,11 +109,11 @@ class LanguageModel(PagedLlama):
             self.config = config if config is not None else OrpheusConfig.preset(str(preset))
             dtype = self._dtype()
             model = self._random_model(seed or 0, dtype)
+            model = model if group is None else shard_llama(model, group)  # the whole model, cut in place
             self.tokenizer = tiny_tokenizer()
             self.source = f"{self.config.name} {'config' if config is not None else 'preset'}, random weights"
         self.map = TokenMap(self.config.vocab)
         self.seed = seed
-        model = shard_component(spec, model)  # tp > 1: this rank's shard (models/layers/tensor_parallel.py)
         self.start_engine(model, dtype, graph_context, plan_ahead)
         announce("orpheus", spec.name, "WGC_ORPHEUS_DIR" if fallback else None, "the tiny preset", self.source,
                  self.where)
