@@ -220,6 +220,7 @@ def load_tensors(targets: Mapping[str, Tensor], found: Found, parts: Mapping[str
                     target, part = targets[name], parts.get(name)
                     value = f.get_tensor(name) if part is None else part.read(f.get_slice(name))
                     target.copy_(value.reshape(target.shape))
+                    del value  # one tensor read at a time: the next read must not find this one still held
 
 
 def read_rows(entry: Entry, name: str, rows: Sequence[int]) -> Tensor:
