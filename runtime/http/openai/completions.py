@@ -27,7 +27,7 @@ from wgc.runtime.http.admission.running import Running
 from wgc.runtime.http.openai.chat_input import chat_params, choice_seeds
 from wgc.runtime.http.serving.capabilities import TEXT_TYPES
 from wgc.runtime.http.serving.errors import ApiError
-from wgc.runtime.http.serving.plan_schemas import CHAT_FIELDS, _bounded_n, _optional, _stop, _Timeout
+from wgc.runtime.http.serving.plan_schemas import CHAT_FIELDS, TimeoutField, bounded_n, optional_field, stop_field
 from wgc.runtime.http.serving.schemas import StreamOptions, Strict, Usage
 from wgc.runtime.http.serving.service import Service
 from wgc.runtime.http.serving.streaming import (
@@ -71,19 +71,19 @@ def request_model(service: Service) -> type[BaseModel]:
         "prompt": _prompt_field(service),
         "stream": (StrictBool, False),
         "stream_options": (StreamOptions | None, None),
-        "n": (_bounded_n(service.max_choices), 1),
-        "stop": (_stop(service.limits), None),
+        "n": (bounded_n(service.max_choices), 1),
+        "stop": (stop_field(service.limits), None),
         "user": (str | None, None),
         "params": (service.models.params | None, Field(None, description="model-specific params")),
-        "timeout": (_Timeout, None),
+        "timeout": (TimeoutField, None),
     }
     limit = caps.param("max_tokens")
     if limit is not None:
-        fields["max_tokens"] = _optional(limit, ge=1)
+        fields["max_tokens"] = optional_field(limit, ge=1)
     for field, names in CHAT_FIELDS.items():
         p = caps.param(*names)
         if p is not None and p.type in ("int", "float"):
-            fields[field] = _optional(p, *_OPENAI_BOUNDS[field])
+            fields[field] = optional_field(p, *_OPENAI_BOUNDS[field])
     return create_model(f"{name}CompletionRequest", __base__=Strict, **fields)
 
 

@@ -56,7 +56,7 @@ def _integral(value: Any) -> Any:
 def json_int(**bounds: Any) -> Any:
     """An integer with bounds (the bounds before the validator, so they reach the JSON schema)."""
     return Annotated[StrictInt, Field(**bounds), BeforeValidator(_integral)]
-_Timeout = Annotated[StrictFloat | None, Field(None, ge=1, description="seconds (at least 1); at most the server's "
+TimeoutField = Annotated[StrictFloat | None, Field(None, ge=1, description="seconds (at least 1); at most the server's "
                                                                         "own timeout")]
 
 
@@ -88,7 +88,7 @@ def param_type(p: ParamSpec) -> Any:
     return StrictStr
 
 
-def _optional(p: ParamSpec, ge: float | None = None, le: float | None = None) -> tuple[Any, Any]:
+def optional_field(p: ParamSpec, ge: float | None = None, le: float | None = None) -> tuple[Any, Any]:
     """An optional field for the param `p`; OpenAI's own bounds narrowed by the plan's."""
     lo = max(x for x in (ge, p.low) if x is not None) if ge is not None or p.low is not None else None
     hi = min(x for x in (le, p.high) if x is not None) if le is not None or p.high is not None else None
@@ -110,12 +110,12 @@ def _message(name: str, caps: Capabilities) -> type[BaseModel]:
                         content=(str | list[part] | None, None), name=(str | None, None))
 
 
-def _bounded_n(max_choices: int) -> Any:
+def bounded_n(max_choices: int) -> Any:
     """`n`: its bound is a server limit, documented here and enforced by the route (400 naming it)."""
     return Annotated[StrictInt, Field(ge=1, json_schema_extra={"maximum": max_choices}), BeforeValidator(_integral)]
 
 
-def _stop(limits: Limits) -> Any:
+def stop_field(limits: Limits) -> Any:
     """`stop`: a string or a list of them; their count and length are server limits, documented here and
     enforced by the route (400 naming the limit), not by validation."""
     one = Annotated[str, Field(json_schema_extra={"maxLength": limits.max_stop_chars})]
@@ -139,7 +139,7 @@ def build(caps: Capabilities, max_choices: int, limits: Limits | None = None, pl
     common: dict[str, Any] = {
         "model": (str, Field(..., examples=[caps.model], description=f"`{caps.model}`, the model served here")),
         "params": (params | None, Field(None, description="model-specific params (the extension namespace)")),
-        "timeout": (_Timeout, None),
+        "timeout": (TimeoutField, None),
     }
     return PlanModels(
         params=params,
@@ -158,19 +158,19 @@ def _chat(name: str, caps: Capabilities, max_choices: int, chat_audio: type[Base
         "messages": (list[_message(name, caps)], Field(..., min_length=1)),
         "stream": (StrictBool, False),
         "stream_options": (StreamOptions | None, None),
-        "n": (_bounded_n(max_choices), 1),
-        "stop": (_stop(limits), None),
+        "n": (bounded_n(max_choices), 1),
+        "stop": (stop_field(limits), None),
         "user": (str | None, None),
     }
     limit = caps.param("max_tokens")
     if limit is not None:
-        chat.update({f: _optional(limit, ge=1) for f in TOKEN_LIMITS})
+        chat.update({f: optional_field(limit, ge=1) for f in TOKEN_LIMITS})
     openai_bounds = {"temperature": (0, 2), "top_p": (0, 1), "frequency_penalty": (-2, 2),
                      "presence_penalty": (-2, 2), "seed": (None, None)}
     for field, names in CHAT_FIELDS.items():
         p = caps.param(*names)
         if p is not None and p.type in ("int", "float"):
-            chat[field] = _optional(p, *openai_bounds[field])
+            chat[field] = optional_field(p, *openai_bounds[field])
     if caps.unsupported("speech") is None:
         chat["modalities"] = (list[Literal["text", "audio"]] | None, None)
         chat["audio"] = (chat_audio | None, None)
@@ -213,7 +213,7 @@ def size_pattern(caps: Capabilities) -> str:
 def _images(caps: Capabilities, max_choices: int) -> dict[str, Any]:
     images: dict[str, Any] = {
         "prompt": (str, Field(..., min_length=1)),
-        "n": (_bounded_n(max_choices), 1),
+        "n": (bounded_n(max_choices), 1),
         # validated loosely, so the route's 400 can name the bounds; documented exactly
         "size": (Annotated[str, Field(pattern=SIZE_PATTERN, json_schema_extra={"pattern": size_pattern(caps)})]
                  | None, None),
@@ -223,7 +223,7 @@ def _images(caps: Capabilities, max_choices: int) -> dict[str, Any]:
     }
     seed = caps.param("seed")
     if seed is not None and seed.type == "int":
-        images["seed"] = _optional(seed)
+        images["seed"] = optional_field(seed)
     return images
 
 
@@ -297,7 +297,7 @@ def _generate(name: str, caps: Capabilities, params: type[BaseModel], plan: Plan
         think=(StrictBool, False),
         stream=(StrictBool, Field(True, description="true: NDJSON events as they happen; false: one JSON")),
         tensor_encoding=(Literal["list", "base64"], "list"),
-        timeout=(_Timeout, None),
+        timeout=(TimeoutField, None),
     )
 
 
