@@ -27,7 +27,14 @@ from wgc.runtime.http.admission.limits import MediaBudget, check_chars, check_co
 from wgc.runtime.http.native.values import decoded, value_in, value_out
 from wgc.runtime.http.serving.capabilities import TEXT_TYPES
 from wgc.runtime.http.serving.service import Service
-from wgc.runtime.http.serving.streaming import guarded, json_bytes, json_response, prefetched, stream_response
+from wgc.runtime.http.serving.streaming import (
+    guarded,
+    json_bytes,
+    json_response,
+    only_events,
+    opened,
+    stream_response,
+)
 from wgc.runtime.http.text.choice import token_ids
 from wgc.runtime.http.text.detok import Detokenizer
 from wgc.runtime.http.text.prompt import count_prompt
@@ -117,15 +124,7 @@ async def generate(service: Service, request: Request, body: Any) -> Response:
 
         return await guarded(request, whole())
 
-    async def opened() -> AsyncIterator[RequestEvent]:
-        try:
-            (running,) = await lease.open(1, deadline, [fields])
-            return await prefetched(running.events())
-        except BaseException:
-            lease.release()
-            raise
-
-    events = await guarded(request, opened())
+    _, events = await guarded(request, opened(lease, 1, deadline, [fields], only_events))
     return stream_response(_ndjson(head, events, lines), lease, service.metrics, "generate", "application/x-ndjson",
                            error_frame=lambda err: json_bytes({"type": "error", **err.body()}) + b"\n")
 

@@ -30,7 +30,7 @@ from wgc.runtime.http.serving.streaming import (
     guarded,
     json_response,
     merged,
-    prefetched,
+    opened,
     sse,
     stream_response,
 )
@@ -165,15 +165,7 @@ async def chat_completions(service: Service, request: Request, body: Any) -> Res
 
         return await guarded(request, whole())
 
-    async def opened() -> tuple[list[Running], Any]:
-        try:
-            runnings = await lease.open(body.n, deadline, requests)
-            return runnings, await prefetched(merged(runnings))
-        except BaseException:
-            lease.release()
-            raise
-
-    runnings, events = await guarded(request, opened())
+    runnings, events = await guarded(request, opened(lease, body.n, deadline, requests, merged))
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return stream_response(_sse(run, runnings, events, service.plan.model, include_usage), lease,
                            service.metrics, "chat", "text/event-stream", error_frame=lambda err: sse(err.body()))

@@ -35,7 +35,7 @@ from wgc.runtime.http.serving.streaming import (
     guarded,
     json_response,
     merged,
-    prefetched,
+    opened,
     sse,
     stream_response,
 )
@@ -197,15 +197,7 @@ async def completions(service: Service, request: Request, body: Any) -> Response
 
         return await guarded(request, whole())
 
-    async def opened() -> tuple[list[Running], Any]:
-        try:
-            runnings = await lease.open(body.n, deadline, requests)
-            return runnings, await prefetched(merged(runnings))
-        except BaseException:
-            lease.release()
-            raise
-
-    runnings, events = await guarded(request, opened())
+    runnings, events = await guarded(request, opened(lease, body.n, deadline, requests, merged))
     usage = bool(body.stream_options and body.stream_options.include_usage)
     return stream_response(_sse(run, runnings, events, model, usage), lease, service.metrics, "completions",
                            "text/event-stream", error_frame=lambda err: sse(err.body()))

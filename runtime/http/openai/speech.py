@@ -21,7 +21,7 @@ from wgc.runtime.http.admission.limits import check_chars
 from wgc.runtime.http.media.audio import to_pcm16, wav_file, wav_header
 from wgc.runtime.http.serving.plan_schemas import VOICE_PARAMS
 from wgc.runtime.http.serving.service import Service
-from wgc.runtime.http.serving.streaming import guarded, prefetched, sse, stream_response
+from wgc.runtime.http.serving.streaming import guarded, only_events, opened, sse, stream_response
 from wgc.runtime.http.text.prompt import Piece, count_prompt, to_request
 from wgc.runtime.http.text.template import check_text
 
@@ -71,15 +71,7 @@ async def speech(service: Service, request: Request, body: Any) -> Response:
 
         return await guarded(request, whole())
 
-    async def opened() -> AsyncIterator[RequestEvent]:
-        try:
-            (running,) = await lease.open(1, deadline, [{"params": params, **fields}])
-            return await prefetched(running.events())
-        except BaseException:
-            lease.release()
-            raise
-
-    events = await guarded(request, opened())
+    _, events = await guarded(request, opened(lease, 1, deadline, [{"params": params, **fields}], only_events))
     if body.stream_format == "sse":
         return stream_response(_sse(events), lease, service.metrics, "speech", "text/event-stream", headers,
                                error_frame=lambda err: sse({"type": "error", **err.body()}))

@@ -164,6 +164,24 @@ def stream_response(body: AsyncIterator[bytes], lease: Lease, metrics: Metrics, 
     return _Stream(frames(), media_type=media_type, headers={**STREAM_HEADERS, **(headers or {})})
 
 
+async def opened(lease: Lease, weight: int, deadline: float, requests: list[dict[str, Any]],
+                 events: Callable[[list[Running]], AsyncIterator[T]]) -> tuple[list[Running], AsyncIterator[T]]:
+    """A streamed answer's requests admitted under `lease` and their events with the first one awaited
+    (prefetched); the lease is released here if that fails, and by the stream once it is handed over."""
+    try:
+        runnings = await lease.open(weight, deadline, requests)
+        return runnings, await prefetched(events(runnings))
+    except BaseException:
+        lease.release()
+        raise
+
+
+def only_events(runnings: list[Running]) -> AsyncIterator[RequestEvent]:
+    """The events of a route's one request (`opened`'s `events` for single-request routes)."""
+    (running,) = runnings
+    return running.events()
+
+
 async def prefetched(events: AsyncIterator[T]) -> AsyncIterator[T]:
     """Wait for the first item (so that an error before any output still gets its own status code),
     then hand out every item from the first on."""
