@@ -49,6 +49,7 @@ from wgc.models.bagel.mot import MoTLM, init_random
 from wgc.models.bagel.vocab import TokenMap, encode_prompt, tiny_tokenizer
 from wgc.models.bagel.weights import KNOB, Checkpoint
 from wgc.models.layers.dtypes import declared_dtype
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.components.base import PARTIAL, Call, CallError
 from wgc.runtime.engines.attention import Mode
@@ -71,7 +72,7 @@ def _rows(call: Call) -> int:
 Build = Callable[[Prepared], tuple[Tensor, Tensor | None]]  # a step's input rows [N, hidden], gen mask [N]
 
 
-class LanguageModel(KVComponent):
+class LanguageModel(TinyPreset, KVComponent):
     """BAGEL's LLM as a kv component (see the module docstring)."""
 
     chunked_entries = frozenset({"prefill_text"})
@@ -121,10 +122,6 @@ class LanguageModel(KVComponent):
         self.language_model.to(self.torch_device, self.dtype).eval()
         self.adapter.to(self.torch_device, self.dtype).eval()
         self.tokenizer = tiny_tokenizer()
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> LanguageModel:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self._where()}"

@@ -40,6 +40,7 @@ from wgc.models.bagel.latents import DOWNSAMPLE, LATENT_CHANNELS, LatentAdapter,
 from wgc.models.bagel.vae_bfl import load_bfl_state as load_bfl_state  # with the BFL names
 from wgc.models.bagel.vae_transform import ResizeRule, vae_pixels
 from wgc.models.layers.dtypes import compute_dtype
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.components.base import Call, CallError, Component
 
@@ -123,7 +124,7 @@ def by_size(sizes: list[tuple[int, ...]]) -> dict[tuple[int, ...], list[int]]:
     return groups
 
 
-class _Vae(Component):
+class _Vae(TinyPreset, Component):
     """What both halves share: the preset, the device and dtype, the half of the VAE they keep."""
 
     half = ""
@@ -158,10 +159,6 @@ class _Vae(Component):
 
     def _own_weights(self, checkpoint: Any, seed: int) -> None:
         """What a half holds beside the VAE (the encoder: its adapter), from `checkpoint` or `seed`."""
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> _Vae:
-        return cls(spec, rank, device, preset="tiny")
 
     def load_bfl(self, state: Mapping[str, Tensor], source: str) -> None:
         """This half's weights from BFL-named tensors (the whole `ae.safetensors` may be given)."""

@@ -38,6 +38,7 @@ from wgc.models.bagel.resize import ResizeRule
 from wgc.models.bagel.vae import VAE_7B, VAE_TINY
 from wgc.models.bagel.vit_transform import Resize, check_image, prepare
 from wgc.models.layers.dtypes import compute_dtype
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.layers.siglip import GeluMLP, Groups, SiglipEncoder
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.components.base import Call, CallError, Component
@@ -152,7 +153,7 @@ def pack(items: list[tuple[Tensor, Tensor, tuple[int, int]]]) -> tuple[Tensor, T
 
 
 
-class VitEncoder(Component):
+class VitEncoder(TinyPreset, Component):
     """Stateless: encode(img: image) -> tensor [N, llm_hidden], N the image's patches after the resize."""
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
@@ -176,10 +177,6 @@ class VitEncoder(Component):
             self.source = f"{preset or 'tiny'} preset, random weights (seed {seed})"
         self.stats = {"images": 0, "tokens": 0, "forwards": 0}
         announce("bagel", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._what())
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> VitEncoder:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self._what()}"

@@ -24,6 +24,7 @@ import torch
 from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.layers.llama_weights import load_llama
 from wgc.models.layers.paged_llama import PagedLlama, random_llama
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.llama.config import LlamaChatConfig
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.components.base import Call, CallError
@@ -34,7 +35,7 @@ from wgc.plan.model import ComponentSpec
 KNOB = "WGC_LLAMA_DIR"
 
 
-class ChatModel(PagedLlama):
+class ChatModel(TinyPreset, PagedLlama):
     """A Llama chat model as a kv component (see the module docstring)."""
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
@@ -64,10 +65,6 @@ class ChatModel(PagedLlama):
         self.seed = seed
         self.start_engine(model, dtype, graph_context, plan_ahead)
         announce("llama", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self.where)
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> ChatModel:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self.where}"

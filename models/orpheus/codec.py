@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from snac import SNAC
 from torch import Tensor, nn
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.orpheus.config import AUDIO_BASE, CODEBOOK, FRAME
 from wgc.models.weights_io import WeightsError, announce, choose, one_line
 from wgc.runtime.components.base import Call, Component
@@ -132,7 +133,7 @@ def tiny_snac(seed: int = 0) -> SNAC:
     return model
 
 
-class SnacDecoder(Component):
+class SnacDecoder(TinyPreset, Component):
     """Stateless: decode(codes: token[28]) -> audio, the kept frame of each window (1-D float32)."""
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
@@ -162,10 +163,6 @@ class SnacDecoder(Component):
         self.what = f"{self.frame} samples per frame at {self.sample_rate} Hz on {device}"
         announce("orpheus", spec.name, "WGC_SNAC_DIR" if fallback else None, "the tiny SNAC", f"SNAC {self.source}",
                  self.what)
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> SnacDecoder:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self.what}"

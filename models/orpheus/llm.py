@@ -28,6 +28,7 @@ from wgc.models.layers import LlamaModel
 from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.layers.llama_weights import load_llama, read_config
 from wgc.models.layers.paged_llama import PagedLlama, random_llama
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.layers.tensor_parallel import component_group, shard_llama
 from wgc.models.orpheus.config import OrpheusConfig
 from wgc.models.orpheus.vocab import TokenMap, encode_prompt, load_tokenizer, tiny_tokenizer
@@ -78,7 +79,7 @@ def _hidden(model: LlamaModel, tokens: Tensor) -> Tensor:
     return x
 
 
-class LanguageModel(PagedLlama):
+class LanguageModel(TinyPreset, PagedLlama):
     """Orpheus's language model as a kv component (see the module docstring)."""
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
@@ -117,10 +118,6 @@ class LanguageModel(PagedLlama):
         self.start_engine(model, dtype, graph_context, plan_ahead)
         announce("orpheus", spec.name, "WGC_ORPHEUS_DIR" if fallback else None, "the tiny preset", self.source,
                  self.where)
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> LanguageModel:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self.where}"

@@ -34,6 +34,7 @@ from torch import Tensor
 from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.layers.init import init_random
 from wgc.models.layers.llama import LlamaModel
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.pi05.config import Pi05Config
 from wgc.models.pi05.expert import ActionExpert, ActionHeads
 from wgc.models.pi05.prompt import discretize, encode, pi05_prompt, tiny_tokenizer
@@ -58,7 +59,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class PaliGemmaWithExpert(KVComponent):
+class PaliGemmaWithExpert(TinyPreset, KVComponent):
     """π0.5's language model and action expert as a kv component (see the module docstring)."""
 
     read_only_entries = frozenset({"velocity"})
@@ -101,10 +102,6 @@ class PaliGemmaWithExpert(KVComponent):
         self._plans: dict[tuple[Any, ...], Any] = {}  # read-only steps' attention plans (_frozen_step)
         self.stats = {"prefills": 0, "velocities": 0, "prefix_tokens": 0}
         announce("pi05", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._where())
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> PaliGemmaWithExpert:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self._where()}"

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 from wgc.models.layers import siglip
 from wgc.models.layers.dtypes import compute_dtype
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.pi05.config import Pi05Config, SiglipConfig
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.components.base import Call, CallError, Component
@@ -95,7 +96,7 @@ def to_pixels(images: Tensor, size: int) -> Tensor:
     return images.permute(0, 3, 1, 2).float() / 255.0 * 2.0 - 1.0  # [C, 3, R, R]: lerobot's x * 2 - 1 over [0, 1]
 
 
-class SiglipEncoder(Component):
+class SiglipEncoder(TinyPreset, Component):
     """Stateless: encode(images [C, R, R, 3] uint8) -> [C, tokens, prefix width]."""
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
@@ -119,10 +120,6 @@ class SiglipEncoder(Component):
             self.source = f"{preset or (config.name if config else 'tiny')} preset, random weights (seed {seed})"
         self.stats = {"images": 0, "forwards": 0}
         announce("pi05", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._what())
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> SiglipEncoder:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self._what()}"

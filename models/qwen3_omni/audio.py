@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from wgc.models.layers.dtypes import compute_dtype
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.qwen3_omni.audio_config import SAMPLE_RATE, AudioConfig, conv_length
 from wgc.models.qwen3_omni.audio_features import log_mel, to_16k
 from wgc.models.qwen3_omni.segments import Segments
@@ -149,7 +150,7 @@ def random_tower(c: AudioConfig, seed: int = 0, device: torch.device | str = "cp
 
 
 
-class AudioEncoder(Component):
+class AudioEncoder(TinyPreset, Component):
     """Stateless: encode(clip: audio) -> tensor [N, output_dim], N = 13 tokens per second of audio."""
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
@@ -173,10 +174,6 @@ class AudioEncoder(Component):
         self.extractor = self.config.mel.extractor()
         self.stats = {"clips": 0, "tokens": 0, "forwards": 0}
         announce("qwen3_omni", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._what())
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> AudioEncoder:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self._what()}"

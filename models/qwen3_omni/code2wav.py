@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.qwen3_omni.code2wav_config import SAMPLE_RATE, Code2WavConfig, StreamWindows
 from wgc.models.qwen3_omni.code2wav_net import Code2WavNet, tiny_init
 from wgc.models.qwen3_omni.weights import KNOB, Checkpoint
@@ -38,7 +39,7 @@ from wgc.plan.model import ComponentSpec
 DEFAULT_MAX_BATCH = 16  # when the plan sets no max_batch for code2wav
 
 
-class Code2Wav(Component):
+class Code2Wav(TinyPreset, Component):
     """Stateless: decode(frames: token[N, 16]) -> audio, the samples of the chunk's new frames
     (1-D float32 in [−1, 1] at 24 kHz)."""
 
@@ -68,10 +69,6 @@ class Code2Wav(Component):
         self.what = (f"{c.hop} samples per frame at {SAMPLE_RATE} Hz, left_context({w.left}, {w.chunk}) chunks "
                      f"{exact} (left reach {c.left_reach_frames():.1f} frames) on {device}")
         announce("qwen3_omni", spec.name, KNOB if fallback else None, "the tiny code2wav", self.source, self.what)
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> Code2Wav:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self.what}"

@@ -47,6 +47,7 @@ import torch
 from torch import Tensor
 from wgc.models.layers import init_random
 from wgc.models.layers.dtypes import declared_dtype
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.qwen3_omni import chat, positions
 from wgc.models.qwen3_omni.config import ThinkerConfig, VocabMap
 from wgc.models.qwen3_omni.thinker_media import Media, parse
@@ -78,7 +79,7 @@ class Part:
     media_at: int = 0  # the first media row (after the framing and the start marker)
 
 
-class Thinker(KVComponent):
+class Thinker(TinyPreset, KVComponent):
     """Qwen3-Omni's thinker as a kv component (see the module docstring)."""
 
     chunked_entries = frozenset({"prefill_text"})
@@ -118,10 +119,6 @@ class Thinker(KVComponent):
         self._parts: dict[tuple[int, str], Part] = {}
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
         announce("qwen3_omni", spec.name, KNOB if fallback else None, "the tiny thinker", self.source, self._where())
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> Thinker:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self._where()}"

@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from wgc.models.layers.dtypes import compute_dtype
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.layers.rope import apply_rotary
 from wgc.models.qwen3_omni.segments import Segments
 from wgc.models.qwen3_omni.vision_config import VisionConfig
@@ -175,7 +176,7 @@ def random_tower(c: VisionConfig, seed: int = 0, device: torch.device | str = "c
 
 
 
-class VisionEncoder(Component):
+class VisionEncoder(TinyPreset, Component):
     """Stateless: encode_image(img: image) and encode_video(clip: video) -> the dict of the module
     docstring, its embeds [N, out_hidden]."""
 
@@ -199,10 +200,6 @@ class VisionEncoder(Component):
             self.source = f"{self.config.name} preset, random weights (seed {seed})"
         self.stats = {"images": 0, "videos": 0, "tokens": 0, "forwards": 0}
         announce("qwen3_omni", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._what())
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> VisionEncoder:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self._what()}"

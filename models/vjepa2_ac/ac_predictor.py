@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.layers.init import init_random
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.vjepa2_ac.ac_net import ACPredictorNet
 from wgc.models.vjepa2_ac.blocks import normalize_reps
 from wgc.models.vjepa2_ac.config import ACTION_DIM, ACConfig
@@ -52,7 +53,7 @@ WARM_UP = -1  # the request id of the start-up warm-up (runtime request ids are 
 Item = tuple[int, str, Tensor, Tensor, Tensor]  # (request, label, frame [HW, D], action [7], state [7])
 
 
-class ActionConditionedPredictor(KVComponent):
+class ActionConditionedPredictor(TinyPreset, KVComponent):
     """The AC predictor as a kv component (see the module docstring)."""
 
     def __init__(self, spec: ComponentSpec, rank: int, device: str, *, weights: str | Path | None = None,
@@ -75,10 +76,6 @@ class ActionConditionedPredictor(KVComponent):
         self._rope: dict[int, tuple[Tensor, Tensor]] = {}  # frame index -> its block's rotary tables
         self.source = f"{c.name} preset, random weights" if directory is None else str(directory)
         announce("vjepa2_ac", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._where())
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> ActionConditionedPredictor:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return f"{self.source}; {self._where()}"

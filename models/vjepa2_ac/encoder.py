@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.layers.init import init_random
+from wgc.models.layers.presets import TinyPreset
 from wgc.models.vjepa2_ac.blocks import normalize_reps
 from wgc.models.vjepa2_ac.config import VitConfig
 from wgc.models.vjepa2_ac.video import clip_error, prepare
@@ -35,7 +36,7 @@ from wgc.runtime.components.base import Call, CallError, Component
 from wgc.plan.model import ComponentSpec
 
 
-class _Vit(Component):
+class _Vit(TinyPreset, Component):
     """What the two share: the weights' source and the compute dtype."""
 
     part = ""
@@ -59,10 +60,6 @@ class _Vit(Component):
     def _random(self, net: torch.nn.Module, seed: int) -> Any:
         init_random(net, seed)
         return net.to(self.torch_device, self.dtype).eval()
-
-    @classmethod
-    def tiny(cls, spec: ComponentSpec, rank: int, device: str) -> Component:
-        return cls(spec, rank, device, preset="tiny")
 
     def describe(self) -> str:
         return self.source
