@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tokenizers import Tokenizer
-from wgc.models.layers.tokenizer import bytes_to_unicode
+from wgc.models.layers.tokenizer import TokenBytes
 from wgc.models.qwen3_omni import chat
 from wgc.models.qwen3_omni.code2wav_config import SAMPLE_RATE
 from wgc.models.qwen3_omni.config import ThinkerConfig
@@ -59,18 +59,13 @@ class OmniTokenizer:
                                                                                config.tokens.tts_bos,
                                                                                config.tokens.tts_eos}
         self.stop_ids = frozenset({config.tokens.im_end})
-        self._bytes = {ch: b for b, ch in bytes_to_unicode().items()}
+        self._bytes = TokenBytes(tokenizer, self.specials)
 
     def encode(self, text: str) -> list[int]:
         return chat.encode(self.tokenizer, text)
 
     def decode(self, ids: Sequence[int]) -> bytes:
-        out = bytearray()
-        for i in ids:
-            token = None if int(i) in self.specials else self.tokenizer.id_to_token(int(i))
-            if token is not None and all(ch in self._bytes for ch in token):
-                out += bytes(self._bytes[ch] for ch in token)
-        return bytes(out)
+        return self._bytes(ids)
 
 
 def _directory() -> Path | None:
