@@ -12,7 +12,10 @@ its `eos_token_id`s, config.py) leaves as the walk's `eos` const, so one loop co
 whichever stop token the model wrote.
 
 Weights: `weights=` (a Hugging Face directory), else random ones for `preset` or `config`, else
-WGC_LLAMA_DIR, else the tiny preset. Float32 on CPU, the declared dtype on CUDA.
+WGC_LLAMA_DIR, else the tiny preset. Float32 on CPU, the declared dtype on CUDA. At tp > 1 the
+component is one rank's shard of its TP group (`component_group`): from a checkpoint each rank reads
+only its own parts (`load_llama(..., group=)`); random weights are made whole from the seed on every
+rank and cut in place (`shard_llama`), so every rank holds its part of the same model.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.layers.llama_weights import load_llama
 from wgc.models.layers.paged_llama import PagedLlama, random_llama
 from wgc.models.layers.presets import TinyPreset
+from wgc.models.layers.tensor_parallel import component_group, shard_llama
 from wgc.models.llama.config import LlamaChatConfig
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.components.base import Call, CallError
@@ -42,19 +46,18 @@ class ChatModel(TinyPreset, PagedLlama):
                  preset: str | None = None, seed: int | None = None, config: LlamaChatConfig | None = None,
                  graph_context: int = GRAPH_CONTEXT, plan_ahead: bool | None = None) -> None:
         super().__init__(spec, rank, device)
-        if spec.tp > 1:
-            raise ValueError(f"llama {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented; "
-                             "place a whole model on each rank")
         self.torch_device = torch.device(device)
         dtype = compute_dtype(spec, self.torch_device)
         directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
+        group = component_group(spec)  # tp > 1: this rank's shard (models/layers/tensor_parallel.py)
         if directory is not None:
             self.config = LlamaChatConfig.from_directory(directory)
-            model = load_llama(directory, self.config.llama, self.torch_device, dtype)
+            model = load_llama(directory, self.config.llama, self.torch_device, dtype, group)  # its own parts only
             self.source = str(directory)
         else:
             self.config = config if config is not None else LlamaChatConfig.preset(preset or "tiny")
             model = random_llama(self.config.llama, self.torch_device, dtype, seed or 0)
+            model = model if group is None else shard_llama(model, group)  # the whole model, cut in place
             self.source = f"{self.config.name} {'config' if config is not None else 'preset'}, random weights"
         eos = spec.consts.get("eos")
         if not isinstance(eos, int):

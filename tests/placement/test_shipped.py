@@ -34,6 +34,7 @@ SERVES: dict[str, tuple[str, ...]] = {
     "bagel-3hosts.toml": ("bagel",),
     "qwen3-omni-cpu2.toml": ("qwen3_omni",),
     "llama-cpu.toml": ("llama",),
+    "llama-tp2-hosts.toml": ("llama",),
 }
 CASES = [(p, m) for p, models in SERVES.items() for m in models]
 
