@@ -142,8 +142,9 @@ class PaliGemmaWithExpert(TinyPreset, KVComponent):
             text = pi05_prompt(task, discretize(self._state(call))) if self.config.pi05 else task
             ids = encode(self.tokenizer, text, self.config.bos)
             if len(ids) > self.config.max_prompt_tokens:
-                raise CallError(call.request, f"the prompt is {len(ids)} tokens, more "
-                                              f"than the model's {self.config.max_prompt_tokens}")
+                raise CallError(call.request, f"task: the prompt (the task and the discretised state) is "
+                                              f"{len(ids)} tokens, more than the model's "
+                                              f"{self.config.max_prompt_tokens}")
             self._prompts[key] = ids
         return ids
 

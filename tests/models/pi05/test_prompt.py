@@ -48,7 +48,7 @@ def test_a_state_of_the_wrong_length_or_a_long_prompt_fails_its_call_naming_it()
     _, llm = components(Pi05Config.preset("tiny"))
     with pytest.raises(CallError, match=r"`state` must be \[8\].*found \[5\]"):
         llm.prompt_ids(Call(1, "", (None, "x", torch.zeros(5))))
-    with pytest.raises(CallError, match="the prompt is .* tokens, more than the model's 400"):
+    with pytest.raises(CallError, match=r"^task: the prompt \(the task and the discretised state\) is .* tokens, more than the model's 400"):
         llm.prompt_ids(Call(2, "", (None, "x" * 300, torch.zeros(8))))
     demand = llm.demands("prefill", [Call(3, "", (torch.zeros(1, 16, 64), "x", torch.zeros(2)))])
     assert demand is not None and "`state` must be [8]" in demand[0].error
