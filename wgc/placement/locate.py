@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from tomllib import TOMLDecodeError, loads
 
@@ -27,6 +28,16 @@ _DATETIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?([Zz]|[+-][0-9]{2}:[0-9]{2})?"
 )
 _SCALAR = re.compile(r"[^\s,\]\}#]+")
+# Strings as tomllib accepts them, by their opening quotes: a closing `"""` may be followed by up
+# to two quotes that belong to the string; escapes only in basic strings.
+_STRINGS = {
+    '"""': re.compile(r'"""(?:\\[\s\S]|[^\\])*?"""(?:"{0,2})'),
+    "'''": re.compile(r"'''[\s\S]*?'''(?:'{0,2})"),
+    '"': re.compile(r'"(?:\\[\s\S]|[^"\\\n])*"'),
+    "'": re.compile(r"'[^'\n]*'"),
+}
+_WS = re.compile(r"[ \t]*")
+_BLANK = re.compile(r"(?:[ \t\r\n]|#[^\n]*)*")  # whitespace, newlines and comments
 
 
 @dataclass(frozen=True)
@@ -48,11 +59,8 @@ class _Scanner:
         self.found: dict[KeyPath, Located] = {}
         self.aot: dict[KeyPath, int] = {}  # array-of-tables path → elements so far
 
-    # ---- positions ------------------------------------------------------------
-
     def span(self, start: int, end: int) -> Span:
-        line, col = self._pos(start)
-        end_line, end_col = self._pos(end)
+        (line, col), (end_line, end_col) = self._pos(start), self._pos(end)
         return Span(self.file, line, col, end_line, end_col)
 
     def _pos(self, offset: int) -> tuple[int, int]:
@@ -60,43 +68,29 @@ class _Scanner:
         return line, offset - self.line_starts[line - 1] + 1
 
     def record(self, path: KeyPath, key: Span, value: Span, *, implicit: bool = False) -> None:
-        if implicit and path in self.found:
-            return
-        self.found[path] = Located(key, value)
+        if not (implicit and path in self.found):
+            self.found[path] = Located(key, value)
 
-    # ---- lexical helpers ------------------------------------------------------
+    def peek(self) -> str:
+        return self.s[self.i : self.i + 1]
 
-    def peek(self, k: int = 0) -> str:
-        j = self.i + k
-        return self.s[j] if j < len(self.s) else ""
-
-    def ws(self) -> None:
-        while self.peek() in (" ", "\t"):
-            self.i += 1
-
-    def blank(self) -> None:
-        """Skip whitespace, newlines and comments."""
-        while True:
-            c = self.peek()
-            if c in (" ", "\t", "\r", "\n"):
-                self.i += 1
-            elif c == "#":
-                nl = self.s.find("\n", self.i)
-                self.i = len(self.s) if nl < 0 else nl
-            else:
-                return
+    def skip(self, pattern: re.Pattern[str]) -> str:
+        """Move past `pattern` at the current position (the text matched), or get stuck."""
+        m = pattern.match(self.s, self.i)
+        if m is None:
+            raise _Stuck(self.i)
+        self.i = m.end()
+        return m.group()
 
     def expect(self, token: str) -> None:
         if not self.s.startswith(token, self.i):
             raise _Stuck(self.i)
         self.i += len(token)
 
-    # ---- grammar --------------------------------------------------------------
-
     def document(self) -> None:
         table: KeyPath = ()
         while True:
-            self.blank()
+            self.skip(_BLANK)
             if self.i >= len(self.s):
                 return
             before = self.i
@@ -111,20 +105,19 @@ class _Scanner:
         start = self.i
         many = self.s.startswith("[[", self.i)
         self.i += 2 if many else 1
-        self.ws()
+        self.skip(_WS)
         parts = self.key()
-        self.ws()
         self.expect("]]" if many else "]")
         path: KeyPath = ()
         for n, (name, p0, p1) in enumerate(parts):
             path = (*path, name)
             last = n == len(parts) - 1
-            if last and many:
+            if last and many:  # a new element of an array of tables: the path goes on at its index
                 index = self.aot.get(path, 0)
                 self.aot[path] = index + 1
                 self.record(path, self.span(p0, p1), self.span(parts[0][1], p1), implicit=True)
                 path = (*path, index)
-            elif path in self.aot:
+            elif path in self.aot:  # `[a.b]` after `[[a]]`: b is in a's latest element
                 path = (*path, self.aot[path] - 1)
             if not last:
                 self.record(path, self.span(p0, p1), self.span(p0, p1), implicit=True)
@@ -133,9 +126,8 @@ class _Scanner:
 
     def keyval(self, table: KeyPath) -> None:
         parts = self.key()
-        self.ws()
         self.expect("=")
-        self.ws()
+        self.skip(_WS)
         path = table
         for name, p0, p1 in parts[:-1]:
             path = (*path, name)
@@ -146,94 +138,56 @@ class _Scanner:
         self.record(path, self.span(parts[-1][1], parts[-1][2]), self.span(start, self.i))
 
     def key(self) -> list[tuple[str, int, int]]:
-        parts = [self.simple_key()]
-        self.ws()
-        while self.peek() == ".":
+        """A dotted key: each part's name and offsets; the whitespace after it is skipped."""
+        parts = []
+        while True:
+            start = self.i
+            if self.peek() in ('"', "'"):
+                raw = self.string()
+                parts.append((loads(f"k = {raw}")["k"], start, self.i))
+            else:
+                parts.append((self.skip(_BARE_KEY), start, self.i))
+            self.skip(_WS)
+            if self.peek() != ".":
+                return parts
             self.i += 1
-            self.ws()
-            parts.append(self.simple_key())
-            self.ws()
-        return parts
-
-    def simple_key(self) -> tuple[str, int, int]:
-        start = self.i
-        if self.peek() in ('"', "'"):
-            self.string()
-            raw = self.s[start : self.i]
-            name = loads(f"k = {raw}")["k"]
-            return name, start, self.i
-        m = _BARE_KEY.match(self.s, self.i)
-        if m is None:
-            raise _Stuck(self.i)
-        self.i = m.end()
-        return m.group(), start, self.i
+            self.skip(_WS)
 
     def value(self, path: KeyPath) -> None:
         c = self.peek()
         if c in ('"', "'"):
             self.string()
         elif c == "[":
-            self.array(path)
+            self.sequence("[", "]", lambda n: self.element((*path, n)))
         elif c == "{":
-            self.inline_table(path)
+            self.sequence("{", "}", lambda n: self.keyval(path))
         else:
-            m = _DATETIME.match(self.s, self.i) or _SCALAR.match(self.s, self.i)
-            if m is None:
-                raise _Stuck(self.i)
-            self.i = m.end()
+            self.skip(_DATETIME if _DATETIME.match(self.s, self.i) else _SCALAR)
 
-    def string(self) -> None:
+    def string(self) -> str:
         q = self.peek()
-        if self.s.startswith(q * 3, self.i):
-            self.i += 3
-            while not self.s.startswith(q * 3, self.i):
-                if self.i >= len(self.s):
-                    raise _Stuck(self.i)
-                self.i += 2 if (q == '"' and self.peek() == "\\") else 1
-            self.i += 3
-            extra = 0
-            while extra < 2 and self.peek() == q:  # `""""` ends with a quote inside the string
-                self.i += 1
-                extra += 1
-            return
-        self.i += 1
-        while self.peek() != q:
-            if self.peek() in ("", "\n"):
-                raise _Stuck(self.i)
-            self.i += 2 if (q == '"' and self.peek() == "\\") else 1
-        self.i += 1
+        return self.skip(_STRINGS[q * 3] if self.s.startswith(q * 3, self.i) else _STRINGS[q])
 
-    def array(self, path: KeyPath) -> None:
-        self.expect("[")
-        index = 0
+    def element(self, path: KeyPath) -> None:
+        start = self.i
+        self.value(path)
+        self.record(path, self.span(start, self.i), self.span(start, self.i))
+
+    def sequence(self, open_: str, close: str, item: Callable[[int], None]) -> None:
+        """An array or an inline table: items separated by commas, blank text between them."""
+        self.expect(open_)
+        n = 0
         while True:
-            self.blank()
-            if self.peek() == "]":
+            self.skip(_BLANK)
+            if self.peek() == close:
                 self.i += 1
                 return
-            start = self.i
-            self.value((*path, index))
-            element = self.span(start, self.i)
-            self.record((*path, index), element, element)
-            index += 1
-            self.blank()
+            item(n)
+            n += 1
+            self.skip(_BLANK)
             if self.peek() == ",":
                 self.i += 1
-            elif self.peek() != "]":
-                raise _Stuck(self.i)
-
-    def inline_table(self, path: KeyPath) -> None:
-        self.expect("{")
-        while True:
-            self.blank()
-            if self.peek() == "}":
-                self.i += 1
-                return
-            self.keyval(path)
-            self.blank()
-            if self.peek() == ",":
-                self.i += 1
-            elif self.peek() != "}":
+            elif self.peek() != close:
                 raise _Stuck(self.i)
 
 
