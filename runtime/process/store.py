@@ -24,9 +24,10 @@ def store_address(plan: Plan) -> tuple[str, int]:
 
 
 def needs_store(plan: Plan) -> bool:
-    """A process group to build: a TP copy, or tensors between hosts over Gloo (tensor_edges.py)."""
-    inter = plan.transport.inter_host if plan.transport is not None else ""
-    return bool(tp_groups(plan)) or (len(plan.hosts) > 1 and inter == "gloo")
+    """A process group to build: a TP copy, or tensors between hosts over Gloo or NCCL (edge_plan.py)."""
+    from wgc.runtime.process.edge_plan import uses_edges  # edge_plan → endpoints → store: imported late
+
+    return bool(tp_groups(plan)) or uses_edges(plan)
 
 
 class HeadStore:

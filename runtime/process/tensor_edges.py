@@ -1,21 +1,29 @@
-"""Tensors between hosts with `[transport] inter_host = "gloo"`: a header on ZeroMQ, the payload on a
-two-rank process group per pair of ranks on different hosts (what NCCL would carry between GPUs;
-Gloo is its CPU stand-in, so CI runs the same path).
+"""Tensors between hosts with `[transport] inter_host = "gloo"` or `"nccl"`: a header on ZeroMQ, the
+payload on a two-rank process group per direction of each pair of ranks on different hosts.
 
-The codec already splits a message into a msgpack head and one raw frame per tensor. A sender sends
-the head on ZeroMQ behind a marker (`HEADER`, its rank, the frames' sizes) and hands the tensor
-frames to its edge's send thread, which keeps them alive until Gloo has sent them. The receiver's
-edge thread posts a recv per frame only once the header has arrived (a Gloo op whose peer never
-posts its half would wait out the group timeout and close the pair), into fresh buffers; the
-message is decoded from the head and those buffers when they are in.
+One code path for both backends. Which pairs get an edge, on which backend and with buffers on
+which device, is read from the plan (edge_plan.py); the wire format, the route of each tensor
+frame and the arrival order are edge_frames.py's; the only calls that differ between Gloo and
+NCCL (buffers, streams, completion) are edge_device.py's. So the Gloo path CI runs is this code
+with the host device, and exercises everything but the NCCL calls themselves.
 
-Order: a worker delivers its messages in arrival order, so everything that arrives behind a header
-waits until that header's payload is in (`InOrder`): ZeroMQ's per-sender order, which the protocol
-relies on, holds whatever the payload's route.
+- Gloo: every tensor frame (CUDA tensors copied to host memory by the codec) goes on the group
+  into fresh host buffers.
+- NCCL (between two CUDA ranks; written but unverified: no GPU was available to run it): a tensor
+  on the sender's device stays there (the codec's `keep_on`), goes on the group from the sender's
+  edge stream after the compute stream's writes, and lands in a buffer on the receiver's device;
+  CPU tensors in the same message stay ZeroMQ frames (edge_plan.py says why).
 
-Groups are built at start-up in one global order (sorted pairs: building them in per-rank orders
-could wait in a cycle), before Ready, through the head's store. `inter_host = "nccl"` and `"zmq"`
-keep tensors as ZeroMQ frames for now (the NCCL payload path needs device buffers: not written).
+A sender sends the header and hands the payload to the direction's send thread, which holds it
+until the group has sent it. The receiver's thread for that direction posts one receive per frame
+only once the header is in (a Gloo or NCCL operation whose peer never posts its half waits out
+the group timeout and tears the pair down), and wakes the worker through a pipe when the payload
+is in; the worker delivers messages in arrival order (edge_frames.InOrder).
+
+Every group is built at start-up, before Ready, in one global order (edge_plan.links), through the
+head's store, and then used once each way with a one-byte warm-up: NCCL connects a communicator
+at its first operation, so without it the first request would pay for the connection (or hang on
+a peer that cannot be reached). Group timeouts are long: a backstop, never the detector.
 """
 
 from __future__ import annotations
@@ -23,112 +31,154 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections import deque
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from wgc.runtime.process.endpoints import host_index, multi_host
+from wgc.runtime.process.edge_device import HostSide, side_for
+from wgc.runtime.process.edge_frames import Pending, frame_bytes, header, parse_header, split
+from wgc.runtime.process.edge_plan import Link, Transport, links, transport_of
+from wgc.runtime.process.endpoints import host_of
 from wgc.runtime.process.store import store_address
+from wgc.runtime.protocol.codec import Codec
+from wgc.runtime.protocol.messages import Message
 
 from wgc.plan.model import Plan
 
-HEADER = b"wgc-tensor-header"
 GROUP_TIMEOUT = timedelta(minutes=10)
+_STOP = object()  # queued to a thread to end it (tests; workers exit with their process)
 
 
-def uses_edges(plan: Plan) -> bool:
-    return multi_host(plan) and plan.transport is not None and plan.transport.inter_host == "gloo"
+def make_group(backend: str, store: Any, rank: int, address: str) -> Any:
+    """A two-rank process group of one direction; `rank` 0 sends. Gloo's device is bound to the
+    rank's host address (never a guessed hostname)."""
+    import torch.distributed as dist
+
+    if backend == "nccl":  # unverified here: no GPU
+        opts = dist.ProcessGroupNCCL.Options()
+        opts._timeout = GROUP_TIMEOUT
+        return dist.ProcessGroupNCCL(store, rank, 2, opts)
+    opts = dist.ProcessGroupGloo._Options()
+    opts._devices = [dist.ProcessGroupGloo.create_device(hostname=address)]
+    opts._timeout = GROUP_TIMEOUT
+    return dist.ProcessGroupGloo(store, rank, 2, opts)
 
 
-def edge_pairs(plan: Plan) -> list[tuple[int, int]]:
-    """Every pair of ranks on different hosts, sorted: the order every rank builds its groups in."""
-    n = len(plan.ranks)
-    return [(a, b) for a in range(n) for b in range(a + 1, n) if host_index(plan, a) != host_index(plan, b)]
+def as_tensor(frame: Any) -> Any:
+    """A frame as the uint8 tensor a group sends (a host frame is wrapped, not copied)."""
+    import torch
 
-
-@dataclass
-class Pending:
-    """A message whose tensor frames are still on their way; `frames` once they are in."""
-
-    head: bytes
-    frames: list[Any] | None = None
-    error: str = ""
-
-
-@dataclass
-class InOrder:
-    """Messages in arrival order; a Pending one holds back every message behind it."""
-
-    items: deque[Any] = field(default_factory=deque)
-
-    def ready(self) -> list[Any]:
-        out = []
-        while self.items and not (isinstance(self.items[0], Pending) and self.items[0].frames is None
-                                  and not self.items[0].error):
-            out.append(self.items.popleft())
-        return out
+    if isinstance(frame, torch.Tensor):
+        return frame
+    return torch.frombuffer(frame, dtype=torch.uint8)
 
 
 class Edges:
-    """This rank's edge groups, a send and a receive thread per peer, and a pipe the worker polls."""
+    """This rank's edges: a group, a thread and (on CUDA) a stream per direction, and a pipe the
+    worker polls for payloads that came in."""
 
-    def __init__(self, plan: Plan, rank: int, address: str, say: Callable[[str], None]) -> None:
+    def __init__(self, plan: Plan, rank: int, say: Callable[[str], None],
+                 transport: Transport | None = None) -> None:
         import torch.distributed as dist
 
+        self.rank = rank
+        self.transport = transport or transport_of(plan, rank) or Transport("gloo", "cpu", True)
+        self.codec = Codec(keep_on=self.transport.keep_on)
+        self.side: HostSide = side_for(self.transport.device)
         host, port = store_address(plan)
         store = dist.TCPStore(host, port, None, False, timedelta(seconds=120))
-        self.rank = rank
-        self.groups: dict[int, Any] = {}
-        for a, b in edge_pairs(plan):
-            if rank not in (a, b):
-                continue
-            opts = dist.ProcessGroupGloo._Options()
-            opts._devices = [dist.ProcessGroupGloo.create_device(hostname=address)]
-            opts._timeout = GROUP_TIMEOUT
-            peer = b if rank == a else a
-            self.groups[peer] = dist.ProcessGroupGloo(dist.PrefixStore(f"wgc/edge/{a}-{b}/", store),
-                                                      0 if rank == a else 1, 2, opts)
-            say(f"rank {rank}: edge {a}-{b} connected over gloo")
+        address = host_of(plan, rank).address
+        self.out_groups: dict[int, Any] = {}  # peer → the group this rank sends to it on
+        self.in_groups: dict[int, Any] = {}  # peer → the group this rank receives from it on
+        t0 = time.perf_counter()
+        for link in (k for k in links(plan) if rank in (k.src, k.dst)):
+            self._connect(link, dist.PrefixStore(f"wgc/edge/{link.src}-{link.dst}/", store), address)
+            if link.src > link.dst:  # both directions of the pair are up
+                low, high = link.dst, link.src
+                say(f"rank {rank}: edge {low}-{high} connected over {self.transport.backend} "
+                    f"({self.transport.device} buffers) in {time.perf_counter() - t0:.1f} s")
+                t0 = time.perf_counter()
+        self.peers = set(self.out_groups)
         self.wake_r, self.wake_w = os.pipe()
-        self._sends: dict[int, queue.Queue[Any]] = {}
-        self._recvs: dict[int, queue.Queue[Any]] = {}
-        for peer in self.groups:
-            self._sends[peer], self._recvs[peer] = queue.Queue(), queue.Queue()
-            for target, q in ((self._send_loop, self._sends[peer]), (self._recv_loop, self._recvs[peer])):
-                threading.Thread(target=target, args=(peer, q), daemon=True, name=f"wgc-edge-{peer}").start()
+        self._sends = {p: self._start(self._send_loop, self.out_groups[p], f"wgc-edge-to-{p}") for p in self.peers}
+        self._recvs = {p: self._start(self._recv_loop, self.in_groups[p], f"wgc-edge-from-{p}") for p in self.peers}
 
-    def peer_index(self, peer: int) -> int:
-        return 1 if self.rank < peer else 0
+    def _connect(self, link: Link, store: Any, address: str) -> None:
+        """Build one direction's group and send one byte on it, so its connection exists now."""
+        sender = link.src == self.rank
+        pg = make_group(link.backend, store, 0 if sender else 1, address)
+        stream = self.side.new_stream()
+        with self.side.on(stream):
+            probe = self.side.buffer(1)
+            (pg.send([probe], 1, 0) if sender else pg.recv([probe], 0, 0)).wait()
+            self.side.finish(stream)
+        if sender:
+            self.out_groups[link.dst] = pg
+        else:
+            self.in_groups[link.src] = pg
 
-    def send(self, peer: int, frames: list[Any]) -> None:
-        self._sends[peer].put(frames)
+    @staticmethod
+    def _start(loop: Callable[[Any, queue.Queue[Any]], None], pg: Any, name: str) -> queue.Queue[Any]:
+        jobs: queue.Queue[Any] = queue.Queue()
+        threading.Thread(target=loop, args=(pg, jobs), daemon=True, name=name).start()
+        return jobs
 
-    def recv(self, peer: int, sizes: list[int], slot: Pending) -> None:
-        self._recvs[peer].put((sizes, slot))
+    def post(self, peer: int, sock: Any, msg: Message) -> None:
+        """Send `msg` to `peer`: as one ZeroMQ message on `sock` when no frame rides the group, else as
+        a header on `sock` with its payload handed to the direction's send thread."""
+        frames = self.codec.encode(msg)
+        route, inline, payload = split(frames, self.transport.host_frames)
+        if not payload:
+            sock.send_multipart(frames, copy=False)
+            return
+        sock.send_multipart(header(self.rank, frames[0], route, inline), copy=False)
+        self.send(peer, payload)
 
-    def _send_loop(self, peer: int, jobs: queue.Queue[Any]) -> None:
-        import torch
+    def send(self, peer: int, payload: list[Any]) -> None:
+        """Hand frames to the send thread; they stay referenced (alive) until the group has sent them."""
+        self._sends[peer].put((payload, self.side.mark()))
 
-        pg = self.groups[peer]
-        while True:
-            for frame in jobs.get():
-                if len(frame):
-                    pg.send([torch.frombuffer(frame, dtype=torch.uint8)], self.peer_index(peer), 0).wait()
+    def expect(self, frames: list[Any]) -> Pending:
+        """A header came in: the message it announces, its payload's receives posted."""
+        slot = parse_header(frames)
+        self._recvs[slot.source].put(slot)
+        return slot
 
-    def _recv_loop(self, peer: int, jobs: queue.Queue[Any]) -> None:
-        import torch
+    def decode(self, slot: Pending) -> Message:
+        return self.codec.decode(slot.frames())
 
-        pg = self.groups[peer]
-        while True:
-            sizes, slot = jobs.get()
+    def stop(self) -> None:
+        for jobs in (*self._sends.values(), *self._recvs.values()):
+            jobs.put(_STOP)
+
+    def _send_loop(self, pg: Any, jobs: queue.Queue[Any]) -> None:
+        stream = self.side.new_stream()
+        while (job := jobs.get()) is not _STOP:
+            payload, mark = job
             try:
-                bufs = [torch.empty(n, dtype=torch.uint8) for n in sizes]
-                for buf in bufs:
-                    if buf.numel():
-                        pg.recv([buf], self.peer_index(peer), 0).wait()
-                slot.frames = [memoryview(b.numpy()) for b in bufs]
+                with self.side.on(stream):
+                    self.side.after(mark)
+                    for frame in payload:
+                        if frame_bytes(frame):
+                            pg.send([as_tensor(frame)], 1, 0).wait()
+                    self.side.finish(stream)
+            except Exception:  # noqa: BLE001 - the peer is gone: its host's detector reports it
+                pass
+            del payload, job  # held until here: sent (or failed), the tensors may go
+
+    def _recv_loop(self, pg: Any, jobs: queue.Queue[Any]) -> None:
+        stream = self.side.new_stream()
+        while (slot := jobs.get()) is not _STOP:
+            try:
+                with self.side.on(stream):
+                    bufs = [self.side.buffer(n) for n in slot.sizes]
+                    for buf in bufs:
+                        if buf.numel():
+                            pg.recv([buf], 0, 0).wait()
+                    self.side.finish(stream)
+                    self.side.hand_over(bufs)
+                slot.fill(bufs)
             except Exception as err:  # noqa: BLE001 - the peer is gone: the message fails, the detector says why
                 slot.error = f"{type(err).__name__}: {err}"
             os.write(self.wake_w, b"x")

@@ -19,10 +19,12 @@ import zmq
 from wgc.runtime.components.base import Component, load_class
 from wgc.runtime.components.fake import FakeComponent
 from wgc.runtime.process import wire
-from wgc.runtime.process.endpoints import Endpoints, host_of
+from wgc.runtime.process.edge_frames import HEADER, InOrder, Pending
+from wgc.runtime.process.edge_plan import uses_edges
+from wgc.runtime.process.endpoints import Endpoints
 from wgc.runtime.process.gate import InitGate
 from wgc.runtime.process.out_batch import OutBatch
-from wgc.runtime.process.tensor_edges import HEADER, Edges, InOrder, Pending, uses_edges
+from wgc.runtime.process.tensor_edges import Edges
 from wgc.runtime.protocol.codec import Codec
 from wgc.runtime.protocol.messages import Message, Progress, Ready, Shutdown
 from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
@@ -69,7 +71,7 @@ class Worker:
         self.parent_fd = parent_fd  # a pipe from the parent: end of file means the parent is gone
         self.codec = Codec()
         self.local: deque[Message] = deque()  # messages to this rank itself
-        self.edges: Edges | None = None  # tensors to other hosts' ranks over Gloo (tensor_edges.py)
+        self.edges: Edges | None = None  # tensors to other hosts' ranks over Gloo or NCCL (tensor_edges.py)
         self.in_order = InOrder()  # arrival order, held behind a payload still on its way
         self.out = OutBatch(rank, self._send)  # a round's Outputs leave as one message
         self.ctx = zmq.Context()
@@ -80,7 +82,7 @@ class Worker:
             if not fake:  # every communicator before the components, and before Ready (tp_group.py)
                 build_groups(plan, rank, self.progress)
             if uses_edges(plan) and not fake:
-                self.edges = Edges(plan, rank, host_of(plan, rank).address, self.progress)
+                self.edges = Edges(plan, rank, self.progress)
             started = start_rank(plan, rank, component_maker(plan, rank, fake), self.progress)
         except BaseException:
             self.ctx.destroy(linger=0)
@@ -100,14 +102,8 @@ class Worker:
     def _send(self, destination: int, msg: Message) -> None:
         if destination == self.rank:
             self.local.append(msg)
-        elif self.edges is not None and destination in self.edges.groups:
-            frames = self.codec.encode(msg)
-            if len(frames) == 1:
-                self.outboxes[destination].send_multipart(frames, copy=False)
-                return
-            sizes = ",".join(str(len(f)) for f in frames[1:]).encode()
-            self.outboxes[destination].send_multipart([HEADER, str(self.rank).encode(), frames[0], sizes])
-            self.edges.send(destination, frames[1:])  # the payload, on the edge's group
+        elif self.edges is not None and destination in self.edges.peers:
+            self.edges.post(destination, self.outboxes[destination], msg)  # a header here, the payload on the edge
         else:
             wire.send(self.outboxes[destination], self.codec, msg)
 
@@ -141,10 +137,7 @@ class Worker:
             except zmq.Again:
                 break
             if self.edges is not None and frames[0].bytes == HEADER:
-                source, head, sizes = int(frames[1].bytes), frames[2].bytes, frames[3].bytes.decode()
-                slot = Pending(head)
-                self.edges.recv(source, [int(n) for n in sizes.split(",")], slot)
-                self.in_order.items.append(slot)
+                self.in_order.items.append(self.edges.expect(frames))  # its payload's receives posted
                 continue
             msg = wire.decode(self.codec, frames)
             if isinstance(msg, Shutdown):
@@ -155,8 +148,8 @@ class Worker:
                 self.gate.deliver(msg)
         for item in self.in_order.ready():
             if isinstance(item, Pending):
-                if item.frames is not None:  # an error: its peer is gone, the detector reports it
-                    self.gate.deliver(self.codec.decode([item.head, *item.frames]))
+                if self.edges is not None and not item.error:  # an error: its peer is gone, the detector reports it
+                    self.gate.deliver(self.edges.decode(item))
             else:
                 self.gate.deliver(item)
         return True
