@@ -86,6 +86,8 @@ def add(a: Parts, b: Parts) -> Parts:
 class MoTAttention(SelfAttention):
     """Qwen2 attention with QK-norm (biases on q/k/v, none on o), plus the gen expert's `*_moe_gen` copies."""
 
+    expert_suffixes = ("", GEN)
+
     def __init__(self, layer: int, c: BagelLLMConfig) -> None:
         super().__init__(layer, c.hidden, c.heads, c.kv_heads, c.head_dim, bias=True, o_bias=False,
                          qk_norm_eps=c.norm_eps)

@@ -24,6 +24,7 @@ class SelfAttention(nn.Module):
 
     fuses_projections = True
     fused: FusedWeight | None = None
+    expert_suffixes: tuple[str, ...] = ("",)  # every set of projections (a subclass adds its own): TP cuts each alike
 
     def __init__(self, layer: int, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool = False, *,
                  o_bias: bool | None = None, qk_norm_eps: float | None = None) -> None:

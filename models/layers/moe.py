@@ -56,6 +56,13 @@ class SparseMoE(nn.Module):
         counts = torch.bincount(flat, minlength=self.num_experts).tolist()  # one host sync per layer
         grouped = x.index_select(0, tokens)  # [N * top_k, hidden]
         scale = weights.flatten().index_select(0, order)[:, None]  # [N * top_k, 1]
+        outputs = self.expert_rows(grouped, scale, counts)  # [N * top_k, hidden]
+        return torch.zeros_like(x).index_add_(0, tokens, outputs)  # [N, hidden]
+
+    def expert_rows(self, grouped: Tensor, scale: Tensor, counts: list[int]) -> Tensor:
+        """Each (token, expert) pair's weighted expert output, grouped [N * top_k, hidden] in expert
+        order (`counts[e]` rows for expert e). A tensor-parallel shard computes only its own experts'
+        rows (layers/tp_modules.ExpertParallelMoE)."""
         outputs = torch.empty_like(grouped)  # [N * top_k, hidden]
         start = 0
         for expert, n in enumerate(counts):
@@ -63,7 +70,7 @@ class SparseMoE(nn.Module):
                 rows = slice(start, start + n)
                 outputs[rows] = self.experts[expert](grouped[rows]) * scale[rows]  # [n, hidden]
                 start += n
-        return torch.zeros_like(x).index_add_(0, tokens, outputs)  # [N, hidden]
+        return outputs
 
     def forward(self, x: Tensor) -> Tensor:
         """x [..., hidden] -> [..., hidden]."""
