@@ -48,10 +48,11 @@ def test_a_hand_edit_of_the_module_is_reported() -> None:
 
 
 def test_render_writes_lark_standalone_module_without_pickled_tables() -> None:
-    text = regenerate.render(regenerate.GRAMMAR.read_text(encoding="utf-8"))
+    text, tables_json = regenerate.render(regenerate.GRAMMAR.read_text(encoding="utf-8"))
     assert text.startswith(_module_text().split("\n", 2)[0])  # the same header
-    assert "def Lark_StandAlone(" in text and "\nDATA = (" in text
-    assert "pickle.loads" not in text and "pickle.loads" not in _module_text()  # tables as literals
+    assert "def Lark_StandAlone(" in text and "\nDATA, MEMO = read_tables()\n" in text  # tables as JSON
+    assert tables_json.startswith('{"grammar_sha256":')
+    assert "pickle" not in text and "pickle" not in _module_text()
 
 
 def _plain(node: Any) -> Any:
