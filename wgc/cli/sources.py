@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import click
-
 EXIT_USAGE = 2
 
 
@@ -27,5 +25,6 @@ def read_source(path: str) -> str:
 
 
 def fail(message: str) -> None:
-    click.echo(f"wgc: {message}", err=True)
+    sys.stderr.write(f"wgc: {message}\n")
+    sys.stderr.flush()
     sys.exit(EXIT_USAGE)
