@@ -31,6 +31,12 @@ Weights: `self.language_model` holds the checkpoint's `language_model.*` names, 
 `vae2llm.*`, `llm2vae.*`, `time_embedder.*` and `latent_pos_embed.*`, loaded from a BAGEL directory
 (`weights=`, else WGC_BAGEL_DIR: weights.py) with its tokenizer.json; the tiny preset and `config=`
 get random ones.
+
+Tensor parallelism (the plan's tp > 1): each rank holds its shard of the MoT (layers/tp_shard.py:
+both experts' q/k/v, o, gate/up and down cut alike, the embedding and head by vocabulary rows, the
+norms whole) and a KV cache of its own heads; a checkpoint is read per shard, random weights are
+made whole from the seed and cut. The adapter, the latents and the sampling are the same on every
+rank (the head's logits are gathered whole), so every rank returns the same values.
 """
 
 from __future__ import annotations
@@ -50,6 +56,9 @@ from wgc.models.bagel.vocab import TokenMap, encode_prompt, tiny_tokenizer
 from wgc.models.bagel.weights import KNOB, Checkpoint
 from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.layers.presets import TinyPreset
+from wgc.models.layers.tensor_parallel import component_group
+from wgc.models.layers.tp_cuts import local_heads
+from wgc.models.layers.tp_shard import shard_in_place
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.components.base import PARTIAL, Call, CallError
 from wgc.runtime.engines.attention import Mode
@@ -85,8 +94,7 @@ class LanguageModel(TinyPreset, KVComponent):
         from WGC_BAGEL_DIR, else the tiny preset's; `seed` the base of every request's seeds (and of
         the random weights)."""
         super().__init__(spec, rank, device)
-        if spec.tp > 1:
-            raise ValueError(f"bagel {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented")
+        self.group = component_group(spec)  # tp > 1: this rank holds a shard of the MoT (layers/tp_shard.py)
         self.torch_device = torch.device(device)
         directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
         checkpoint = None if directory is None else Checkpoint(directory)
@@ -97,14 +105,15 @@ class LanguageModel(TinyPreset, KVComponent):
         self.dtype = self._dtype()
         self.out_dtype = torch.float32 if self.dtype == torch.float64 else self.dtype  # of the latents it returns
         if checkpoint is not None:
-            self.language_model = checkpoint.language_model(self.torch_device, self.dtype)
+            self.language_model = checkpoint.language_model(self.torch_device, self.dtype, self.group)
             self.adapter = checkpoint.adapter(self.torch_device, self.dtype)
             self.tokenizer = checkpoint.tokenizer()
         else:
             self._random_weights(seed or 0)
         self.map = TokenMap(c.vocab_kind)
         self.seed = seed
-        geometry = Geometry(c.layers, c.heads, c.kv_heads, c.head_dim, c.max_positions, self.dtype)
+        heads, kv_heads = local_heads(c.heads, c.kv_heads, spec.tp)  # this rank's share of the KV cache
+        geometry = Geometry(c.layers, heads, kv_heads, c.head_dim, c.max_positions, self.dtype)
         self.kv = KVCacheEngine.for_spec(spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE, plan_ahead)
         self._prompts: dict[tuple[int, str], list[int]] = {}  # a chunked prefill's model ids, until its last chunk
         self._latent_hw: dict[int, tuple[int, int]] = {}  # request -> latent grid (h, w) in tokens
@@ -119,6 +128,8 @@ class LanguageModel(TinyPreset, KVComponent):
         self.adapter = LatentAdapter(c.hidden, c.latent_grid, TOKEN_DIM, c.timestep_features)
         init_random(self.language_model, seed)
         init_random(self.adapter, seed + 1)
+        if self.group is not None:  # the whole model from the seed on every rank, then this rank's cut
+            shard_in_place(self.language_model, self.group)
         self.language_model.to(self.torch_device, self.dtype).eval()
         self.adapter.to(self.torch_device, self.dtype).eval()
         self.tokenizer = tiny_tokenizer()

@@ -40,6 +40,8 @@ from wgc.models.bagel.vae_bfl import bfl_architecture, bfl_mapping, bfl_shapes
 from wgc.models.bagel.vit import BagelVit, VitConfig
 from wgc.models.bagel.vit_transform import Resize
 from wgc.models.bagel.vocab import load_tokenizer
+from wgc.models.layers.tp_modules import Group
+from wgc.models.layers.tp_shard import shard_reads, shard_structure
 from wgc.models.weights_io import (
     Entry,
     Found,
@@ -148,9 +150,11 @@ class Checkpoint:
 
     # ---- the parts -------------------------------------------------------------------------------
 
-    def language_model(self, device: torch.device | str, dtype: torch.dtype) -> MoTLM:
-        """`language_model.*`: both experts, the embedding and the untied head."""
-        return self._part(lambda: MoTLM(self.llm_config), LLM, lambda n: "language_model." + n, device, dtype)
+    def language_model(self, device: torch.device | str, dtype: torch.dtype, group: Group | None = None) -> MoTLM:
+        """`language_model.*`: both experts, the embedding and the untied head; with a tensor-parallel
+        `group` of more than one rank, rank group.rank's shard, read as its parts only (tp_shard.py)."""
+        return self._part(lambda: MoTLM(self.llm_config), LLM, lambda n: "language_model." + n, device, dtype,
+                          group=group)
 
     def adapter(self, device: torch.device | str, dtype: torch.dtype) -> LatentAdapter:
         """`vae2llm`, `llm2vae`, `time_embedder`, `latent_pos_embed`: the LLM's and the VAE encoder's alike."""
@@ -182,14 +186,18 @@ class Checkpoint:
         return module.eval()
 
     def _part(self, build: Callable[[], Any], prefixes: tuple[str, ...], name: Callable[[str], str],
-              device: torch.device | str, dtype: torch.dtype, skip: Callable[[str], bool] = lambda n: False) -> Any:
+              device: torch.device | str, dtype: torch.dtype, skip: Callable[[str], bool] = lambda n: False,
+              group: Group | None = None) -> Any:
         """Build on meta, check the part's names in ema.safetensors (and any under no BAGEL prefix),
-        allocate, read each tensor once into its parameter."""
+        cut to `group`'s shard if given, allocate, read each tensor (or the shard's part of it) once
+        into its parameter."""
         module = meta_module(build)
         mine = {n: e for n, e in self.ema.items() if n.startswith(prefixes) or not n.startswith(KNOWN)}
         check_tensors(mine, shapes(module, name), self.path(EMA), skip)
+        cuts = shard_structure(module, group) if group is not None and group.size > 1 else {}
         module = allocate(module, device, dtype)
-        load_tensors({name(n): p for n, p in module.named_parameters()}, self.ema)
+        targets, parts = shard_reads(module, cuts, name)
+        load_tensors(targets, self.ema, parts)
         return module.eval()
 
 
