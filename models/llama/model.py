@@ -67,10 +67,13 @@ class ChatModel(TinyPreset, PagedLlama):
         self.stops = frozenset(self.config.stop_ids)
         self.seed = seed
         self.start_engine(model, dtype, graph_context, plan_ahead)
-        announce("llama", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self.where)
+        tp = getattr(model, "tp", None)  # set by the shard's split (tensor_parallel.shard_structure)
+        self.shard = "" if tp is None else f"tensor-parallel rank {tp.rank} of {tp.size}; "
+        announce("llama", spec.name, KNOB if fallback else None, "the tiny preset", self.source,
+                 self.shard + self.where)
 
     def describe(self) -> str:
-        return f"{self.source}; {self.where}"
+        return f"{self.source}; {self.shard}{self.where}"
 
     def prompt_ids(self, call: Call) -> list[int]:
         """The prompt's token ids (asked by the scheduler too, so it never raises: `prefill` checks them)."""

@@ -59,6 +59,7 @@ def test_random_weights_at_tp2_are_the_seeds_whole_model_cut(rank: int, monkeypa
     lm = ChatModel(tp_spec(2), rank, "cpu", preset="tiny", seed=5)
     whole = random_llama(LlamaChatConfig.preset("tiny").llama, torch.device("cpu"), torch.float32, 5)
     assert_bitwise(lm.model, shard_llama(whole, Rank(rank, 2)))
+    assert f"tensor-parallel rank {rank} of 2" in lm.describe()  # what `wgc run` prints at start-up
 
 
 def test_a_degree_the_model_cannot_be_split_by_fails_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
