@@ -47,7 +47,7 @@ from wgc.runtime.protocol.messages import Message
 from wgc.plan.model import Plan
 
 GROUP_TIMEOUT = timedelta(minutes=10)
-_STOP = object()  # queued to a thread to end it (tests; workers exit with their process)
+STOP = object()  # queued to a thread to end it (tests; workers exit with their process)
 
 
 def make_group(backend: str, store: Any, rank: int, address: str) -> Any:
@@ -101,8 +101,8 @@ class Edges:
                 t0 = time.perf_counter()
         self.peers = set(self.out_groups)
         self.wake_r, self.wake_w = os.pipe()
-        self._sends = {p: self._start(self._send_loop, self.out_groups[p], f"wgc-edge-to-{p}") for p in self.peers}
-        self._recvs = {p: self._start(self._recv_loop, self.in_groups[p], f"wgc-edge-from-{p}") for p in self.peers}
+        self._sends = {p: self._start(send_loop, self.out_groups[p], f"wgc-edge-to-{p}") for p in self.peers}
+        self._recvs = {p: self._start(recv_loop, self.in_groups[p], f"wgc-edge-from-{p}") for p in self.peers}
 
     def _connect(self, link: Link, store: Any, address: str) -> None:
         """Build one direction's group and send one byte on it, so its connection exists now."""
@@ -118,10 +118,9 @@ class Edges:
         else:
             self.in_groups[link.src] = pg
 
-    @staticmethod
-    def _start(loop: Callable[[Any, queue.Queue[Any]], None], pg: Any, name: str) -> queue.Queue[Any]:
+    def _start(self, loop: Callable[..., None], pg: Any, name: str) -> queue.Queue[Any]:
         jobs: queue.Queue[Any] = queue.Queue()
-        threading.Thread(target=loop, args=(pg, jobs), daemon=True, name=name).start()
+        threading.Thread(target=loop, args=(self.side, pg, jobs, self.wake_w), daemon=True, name=name).start()
         return jobs
 
     def post(self, peer: int, sock: Any, msg: Message) -> None:
@@ -150,35 +149,43 @@ class Edges:
 
     def stop(self) -> None:
         for jobs in (*self._sends.values(), *self._recvs.values()):
-            jobs.put(_STOP)
+            jobs.put(STOP)
 
-    def _send_loop(self, pg: Any, jobs: queue.Queue[Any]) -> None:
-        stream = self.side.new_stream()
-        while (job := jobs.get()) is not _STOP:
-            payload, mark = job
-            try:
-                with self.side.on(stream):
-                    self.side.after(mark)
-                    for frame in payload:
-                        if frame_bytes(frame):
-                            pg.send([as_tensor(frame)], 1, 0).wait()
-                    self.side.finish(stream)
-            except Exception:  # noqa: BLE001 - the peer is gone: its host's detector reports it
-                pass
-            del payload, job  # held until here: sent (or failed), the tensors may go
 
-    def _recv_loop(self, pg: Any, jobs: queue.Queue[Any]) -> None:
-        stream = self.side.new_stream()
-        while (slot := jobs.get()) is not _STOP:
-            try:
-                with self.side.on(stream):
-                    bufs = [self.side.buffer(n) for n in slot.sizes]
-                    for buf in bufs:
-                        if buf.numel():
-                            pg.recv([buf], 0, 0).wait()
-                    self.side.finish(stream)
-                    self.side.hand_over(bufs)
-                slot.fill(bufs)
-            except Exception as err:  # noqa: BLE001 - the peer is gone: the message fails, the detector says why
-                slot.error = f"{type(err).__name__}: {err}"
-            os.write(self.wake_w, b"x")
+def send_loop(side: HostSide, pg: Any, jobs: queue.Queue[Any], wake: int) -> None:
+    """One direction's sender: each job's frames in order, each held until the group has sent it."""
+    stream = side.new_stream()
+    while (job := jobs.get()) is not STOP:
+        send_job(side, pg, stream, *job)
+        del job  # the last hold on the payload: not kept while this thread waits for the next job
+
+
+def send_job(side: HostSide, pg: Any, stream: Any, payload: list[Any], mark: Any) -> None:
+    try:
+        with side.on(stream):
+            side.after(mark)  # on CUDA: the compute stream has written the bytes
+            for frame in payload:
+                if frame_bytes(frame):
+                    pg.send([as_tensor(frame)], 1, 0).wait()
+            side.finish(stream)  # on CUDA: the bytes have left; only now may the tensors go
+    except Exception:  # noqa: BLE001 - the peer is gone: its host's detector reports it
+        pass
+
+
+def recv_loop(side: HostSide, pg: Any, jobs: queue.Queue[Any], wake: int) -> None:
+    """One direction's receiver: a header's frames into fresh buffers on the receiver's device, then
+    a byte on `wake` so the worker looks at what they held back."""
+    stream = side.new_stream()
+    while (slot := jobs.get()) is not STOP:
+        try:
+            with side.on(stream):
+                bufs = [side.buffer(n) for n in slot.sizes]
+                for buf in bufs:
+                    if buf.numel():
+                        pg.recv([buf], 0, 0).wait()
+                side.finish(stream)
+                side.hand_over(bufs)
+            slot.fill(bufs)
+        except Exception as err:  # noqa: BLE001 - the peer is gone: the message fails, the detector says why
+            slot.error = f"{type(err).__name__}: {err}"
+        os.write(wake, b"x")
