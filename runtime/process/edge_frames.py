@@ -19,6 +19,7 @@ relies on, holds whatever route a payload takes.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,3 +122,9 @@ class InOrder:
         while self.items and not (isinstance(self.items[0], Pending) and self.items[0].waiting):
             out.append(self.items.popleft())
         return out
+
+    def released(self, decode: Callable[[Pending], Any]) -> list[Any]:
+        """The messages that may go now, each Pending one decoded by `decode`; one whose payload
+        failed is dropped (its peer is gone: the host's detector reports it, and the request fails)."""
+        return [decode(m) if isinstance(m, Pending) else m for m in self.ready()
+                if not (isinstance(m, Pending) and m.error)]

@@ -19,7 +19,7 @@ import zmq
 from wgc.runtime.components.base import Component, load_class
 from wgc.runtime.components.fake import FakeComponent
 from wgc.runtime.process import wire
-from wgc.runtime.process.edge_frames import HEADER, InOrder, Pending
+from wgc.runtime.process.edge_frames import HEADER, InOrder
 from wgc.runtime.process.edge_plan import uses_edges
 from wgc.runtime.process.endpoints import Endpoints
 from wgc.runtime.process.gate import InitGate
@@ -146,11 +146,8 @@ class Worker:
                 self.in_order.items.append(msg)
             else:
                 self.gate.deliver(msg)
-        for item in self.in_order.ready():
-            if isinstance(item, Pending):
-                if self.edges is not None and not item.error:  # an error: its peer is gone, the detector reports it
-                    self.gate.deliver(self.edges.decode(item))
-            else:
+        if self.edges is not None:
+            for item in self.in_order.released(self.edges.decode):
                 self.gate.deliver(item)
         return True
 

@@ -17,19 +17,7 @@ from wgc.runtime.process.store import needs_store
 from wgc.runtime.protocol.codec import Codec
 from wgc.runtime.protocol.messages import Data
 
-from wgc.plan.model import HostSpec, Plan, RankSpec, TransportSpec
-
-
-def plan_of(hosts: list[list[str]], inter: str = "gloo", port: int = 29700) -> Plan:
-    """A plan whose host k holds ranks with the devices hosts[k] lists, on 127.0.0.(k + 2)."""
-    ranks, host_specs = [], []
-    for k, devices in enumerate(hosts):
-        mine = list(range(len(ranks), len(ranks) + len(devices)))
-        host_specs.append(HostSpec(f"node{k}", f"127.0.0.{k + 2}", mine))
-        ranks += [RankSpec(r, d, f"node{k}", []) for r, d in zip(mine, devices, strict=True)]
-    return Plan("t", "t.walk", "p.toml", [], [], [], [], [], ranks, [], [], [], host_specs,
-                TransportSpec("shm", inter, port))
-
+from tests.runtime.loopback_plans import plan_of
 
 # ---- which pairs, which backend, which device ------------------------------------------------------
 
@@ -121,6 +109,10 @@ def test_messages_behind_a_payload_still_on_its_way_wait_for_it() -> None:
     order.items.extend([failed, "d"])
     failed.error = "ConnectionError: peer gone"  # an error releases what it held (the detector reports it)
     assert order.ready() == [failed, "d"]
+    later = Pending(1, b"h4", [None], [4])
+    order.items.extend([failed, later, "e"])
+    later.fill([b"w"])
+    assert order.released(lambda p: p.head) == [b"h4", "e"]  # decoded; the failed one is dropped
 
 
 # ---- the codec's device frames ----------------------------------------------------------------------

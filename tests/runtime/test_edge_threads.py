@@ -28,7 +28,7 @@ from wgc.runtime.protocol.codec import Codec
 from wgc.runtime.protocol.messages import Data
 
 from tests.runtime.hosts import free_base_port
-from tests.runtime.test_edge_parts import plan_of
+from tests.runtime.loopback_plans import plan_of
 
 WAIT = 20.0  # seconds: every wait here is bounded
 
@@ -216,9 +216,7 @@ def deliver(edges: Edges, pull: zmq.Socket, count: int) -> list[Data]:
                 break
             order.items.append(edges.expect(frames) if frames[0].bytes == HEADER
                                else plain.decode([f.buffer for f in frames]))
-        for item in order.ready():
-            assert not isinstance(item, Pending) or not item.error, item.error
-            out.append(edges.decode(item) if isinstance(item, Pending) else item)
+        out += order.released(edges.decode)
     return out
 
 
