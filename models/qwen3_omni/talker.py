@@ -36,6 +36,12 @@ request has sampled so far, temperature and top-k (top-p 1); then the code predi
 all rows that did not end (greedy when the talker is, else top-k 50, top-p 0.8). A row's draws use
 its own seed and the step `16·frame + codebook`, so a request samples the same frames whatever it
 is batched with. At the boundary the model's codec EOS is the walk's `const codec_eos`.
+
+Tensor parallelism (the plan's tp > 1): each rank holds its shard of the decoder (layers/tp_shard.py:
+attention heads, each MoE's experts partitioned whole, the shared expert cut column/row) and a KV
+cache of its own heads; what `replicated` names, the projections and the codec head stay whole, so
+every rank samples the same frames. A checkpoint is read per shard, random weights are cut from
+the whole model made from the seed.
 """
 
 from __future__ import annotations
@@ -49,6 +55,9 @@ import torch
 from torch import Tensor
 from wgc.models.layers import init_random
 from wgc.models.layers.dtypes import declared_dtype
+from wgc.models.layers.tensor_parallel import component_group
+from wgc.models.layers.tp_cuts import local_heads
+from wgc.models.layers.tp_shard import shard_in_place
 from wgc.models.qwen3_omni import talker_inputs as ti
 from wgc.models.qwen3_omni import talker_model as tm
 from wgc.models.qwen3_omni.config import ThinkerConfig
@@ -69,6 +78,13 @@ PREFIX = 9  # positions of the assistant prefix
 Build = Callable[[Prepared], tuple[Tensor, Tensor]]  # a step's input rows [N, hidden], M-RoPE positions [3, N]
 
 
+
+def replicated(name: str) -> bool:
+    """The talker's parts every TP rank keeps whole: the code predictor (a small dense transformer run per
+    frame, outside the KV engine) and codebook 0's embedding (read once a frame: a whole table costs no
+    all-reduce); the decoder's layers are cut, the projections and the codec head are whole anyway."""
+    return name in ("code_predictor", "model.codec_embedding")
+
 class Talker(KVComponent):
     """Qwen3-Omni's talker as a kv component (see the module docstring)."""
 
@@ -81,8 +97,7 @@ class Talker(KVComponent):
         weights.py), else random ones for `config` or `preset`, else from WGC_QWEN3_OMNI_DIR, else the
         tiny preset's; `seed` the base of every request's seeds (and of the random weights)."""
         super().__init__(spec, rank, device)
-        if spec.tp > 1:
-            raise ValueError(f"qwen3_omni {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented")
+        self.group = component_group(spec)  # tp > 1: this rank holds a shard of the decoder (see `replicated`)
         self.torch_device = torch.device(device)
         directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
         checkpoint = None if directory is None else Checkpoint(directory)
@@ -92,13 +107,16 @@ class Talker(KVComponent):
             self.config = c = config if config is not None else TalkerConfig.preset(preset or "tiny")
         self.dtype = self._dtype()
         if checkpoint is not None:
-            self.model = checkpoint.load_talker(lambda: tm.TalkerModel(c), self.torch_device, self.dtype)
+            self.model = checkpoint.load_talker(lambda: tm.TalkerModel(c), self.torch_device, self.dtype,
+                                                self.group, replicated)
             self.source = f"{directory} (talker.*)"
         else:
             self.model = tm.TalkerModel(c)
             tm.init_random(self.model, seed or 0)
             if config is None and c.name == "tiny":
                 self.model.load_thinker_rows(_tiny_thinker_embeddings())
+            if self.group is not None:  # the whole model from the seed on every rank, then this rank's cut
+                shard_in_place(self.model, self.group, replicated)
             self.model.to(self.torch_device, self.dtype).eval().requires_grad_(False)
             self.source = f"{c.name} {'config' if config is not None else 'preset'}, random weights"
         self.seed = seed
@@ -107,7 +125,8 @@ class Talker(KVComponent):
         suppress[list(c.suppressed())] = True
         suppress[c.codec_eos] = False
         self.suppress = suppress.to(self.torch_device)  # [vocab]
-        geometry = Geometry(c.layers, c.heads, c.kv_heads, c.head_dim, c.max_positions, self.dtype)
+        heads, kv_heads = local_heads(c.heads, c.kv_heads, spec.tp)  # this rank's share of the KV cache
+        geometry = Geometry(c.layers, heads, kv_heads, c.head_dim, c.max_positions, self.dtype)
         self.kv = KVCacheEngine.for_spec(spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE, plan_ahead)
         self._open_user: dict[tuple[int, str], bool] = {}  # a user turn is open after the label's last part
         self.stats = {"forwards": 0, "tokens_in": 0, "frames_out": 0}

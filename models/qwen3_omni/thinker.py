@@ -33,6 +33,12 @@ Weights: `self.model` has the checkpoint's `thinker.*` names with the prefix dro
 WGC_QWEN3_OMNI_DIR) gives them, the config and tokenizer.json (weights.py); the presets get random
 ones. The tiny preset computes in float64 on CPU, so that a batch's shape never changes a
 sampled token (each request's reply alone and batched).
+
+Tensor parallelism (the plan's tp > 1): each rank holds its shard of the decoder (layers/tp_shard.py:
+attention heads, each MoE's experts partitioned whole, the embedding and head by vocabulary rows)
+and a KV cache of its own heads; a checkpoint is read per shard (another rank's experts never
+read), random weights are made whole from the seed and cut. The embeddings, hidden states and
+gathered logits are whole on every rank, so every rank returns the same values.
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ from torch import Tensor
 from wgc.models.layers import init_random
 from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.layers.presets import TinyPreset
+from wgc.models.layers.tensor_parallel import component_group
+from wgc.models.layers.tp_cuts import local_heads
+from wgc.models.layers.tp_shard import shard_in_place
 from wgc.models.qwen3_omni import chat, positions
 from wgc.models.qwen3_omni.config import ThinkerConfig, VocabMap
 from wgc.models.qwen3_omni.thinker_media import Media, parse
@@ -92,8 +101,7 @@ class Thinker(TinyPreset, KVComponent):
         `preset`, else from WGC_QWEN3_OMNI_DIR, else the tiny preset's; `seed` the base of every
         request's seeds (and of the random weights)."""
         super().__init__(spec, rank, device)
-        if spec.tp > 1:
-            raise ValueError(f"qwen3_omni {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented")
+        self.group = component_group(spec)  # tp > 1: this rank holds a shard of the decoder (layers/tp_shard.py)
         self.torch_device = torch.device(device)
         directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
         checkpoint = None if directory is None else Checkpoint(directory)
@@ -103,18 +111,22 @@ class Thinker(TinyPreset, KVComponent):
             self.config = c = config if config is not None else ThinkerConfig.preset(preset or "tiny")
         self.dtype = self._dtype()
         if checkpoint is not None:
-            self.model = checkpoint.load("thinker", lambda: ThinkerLM(c), self.torch_device, self.dtype)
+            self.model = checkpoint.load("thinker", lambda: ThinkerLM(c), self.torch_device, self.dtype,
+                                         group=self.group)
             self.tokenizer = checkpoint.tokenizer
             self.source = f"{directory} (thinker.model.*, thinker.lm_head.*)"
         else:
             self.model = ThinkerLM(c)
             init_random(self.model, seed or 0)
+            if self.group is not None:  # the whole model from the seed on every rank, then this rank's cut
+                shard_in_place(self.model, self.group)
             self.model.to(self.torch_device, self.dtype).eval().requires_grad_(False)
             self.tokenizer = chat.tiny_tokenizer(c.tokens)
             self.source = f"{c.name} {'config' if config is not None else 'preset'}, random weights"
         self.map = VocabMap(c)
         self.seed = seed
-        geometry = Geometry(c.layers, c.heads, c.kv_heads, c.head_dim, c.max_positions, self.dtype)
+        heads, kv_heads = local_heads(c.heads, c.kv_heads, spec.tp)  # this rank's share of the KV cache
+        geometry = Geometry(c.layers, heads, kv_heads, c.head_dim, c.max_positions, self.dtype)
         self.kv = KVCacheEngine.for_spec(spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE, plan_ahead)
         self._parts: dict[tuple[int, str], Part] = {}
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}

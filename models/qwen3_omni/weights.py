@@ -35,6 +35,8 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 from torch import nn
+from wgc.models.layers.tp_modules import Group
+from wgc.models.layers.tp_shard import shard_reads, shard_structure
 from wgc.models.qwen3_omni import chat
 from wgc.models.qwen3_omni.audio_config import SAMPLE_RATE, AudioConfig, MelConfig
 from wgc.models.qwen3_omni.code2wav_config import Code2WavConfig
@@ -202,25 +204,32 @@ class Checkpoint:
     # ---- the parts ---------------------------------------------------------------------------------
 
     def load(self, part: str, build: Callable[[], nn.Module], device: torch.device | str, dtype: torch.dtype,
-             extra: dict[str, tuple[int, ...]] | None = None) -> Any:
+             extra: dict[str, tuple[int, ...]] | None = None, group: Group | None = None,
+             keep: Callable[[str], bool] = lambda name: False) -> Any:
         """`build()` (the part's module, parameters named as the checkpoint's less `PARTS[part]`'s
         prefix) on meta; the part's names, and any under no known prefix, checked against the headers
-        (with `extra`: tensors of other prefixes it reads too); then allocated on `device` in `dtype`
-        and each tensor read once into its parameter."""
+        (with `extra`: tensors of other prefixes it reads too); with a tensor-parallel `group` of more
+        than one rank, cut to its shard (tp_shard.py; `keep`: submodules left whole); then allocated
+        on `device` in `dtype` and each tensor, or the shard's part of it, read once into its
+        parameter (another rank's experts are never read)."""
         owned, prefix = PARTS[part]
         module = meta_module(build)
         expected = {**shapes(module, lambda n: prefix + n), **(extra or {})}
         mine = {n: e for n, e in self.found.items() if n.startswith(owned) or n in expected or not n.startswith(KNOWN)}
         check_tensors(mine, expected, self.directory)
+        cuts = shard_structure(module, group, keep) if group is not None and group.size > 1 else {}
         module = allocate(module, device, dtype)
-        load_tensors({prefix + n: p for n, p in module.named_parameters()}, self.found)
+        targets, parts = shard_reads(module, cuts, lambda n: prefix + n)
+        load_tensors(targets, self.found, parts)
         return module.eval().requires_grad_(False)
 
-    def load_talker(self, build: Callable[[], nn.Module], device: torch.device | str, dtype: torch.dtype) -> Any:
+    def load_talker(self, build: Callable[[], nn.Module], device: torch.device | str, dtype: torch.dtype,
+                    group: Group | None = None, keep: Callable[[str], bool] = lambda name: False) -> Any:
         """`talker.*`, and the seven thinker rows the talker projects itself (`thinker_rows`), read row by
         row from the thinker's embedding table (checked as the thinker's: its vocabulary and width)."""
         c = self.talker_config
-        model = self.load("talker", build, device, dtype, {EMBED: (self.thinker_config.vocab, c.thinker_hidden)})
+        model = self.load("talker", build, device, dtype, {EMBED: (self.thinker_config.vocab, c.thinker_hidden)},
+                          group, keep)
         with torch.no_grad():
             model.thinker_rows.copy_(read_rows(self.found[EMBED], EMBED, c.thinker.rows()))  # [7, thinker_hidden]
         return model
