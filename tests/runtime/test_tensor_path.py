@@ -1,7 +1,9 @@
 """Tensors as a header on ZeroMQ and the payload on a process group, between two loopback "hosts"
 (bench/gpu_multinode.py): Gloo on CPU in every run, NCCL on a GPU (`gpu`, unverified until a GPU
 session runs it). The receiver posts each recv when its header arrives, so every tensor of both
-sizes arrives; the all-reduce of the TP 2 group runs first."""
+sizes arrives; the all-reduce of the TP 2 group runs first. Then the runtime's own edges
+(runtime/process/tensor_edges.py) carry the same sizes, each message checked on the receiver (its
+values, the latent on the receiver's device, the CPU counter beside it) against ZeroMQ frames."""
 
 from __future__ import annotations
 
@@ -18,14 +20,19 @@ def _run(backend: str) -> list[str]:
     done = subprocess.run([sys.executable, str(SCRIPT), "--backend", backend, "--n", "20"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    return [line for line in done.stdout.splitlines() if line.startswith("| ") and "us" not in line]
+    return [line.split("|")[1].strip() for line in done.stdout.splitlines()
+            if line.startswith("| ") and "median" not in line]
+
+
+def rows_of(backend: str) -> list[str]:
+    runtime = [f"runtime {what} {shape} f32, round trip" for shape in ("[2048]", "[4096, 64]")
+               for what in (f"edge: header on ZeroMQ + {backend} payload", "ZeroMQ frames via host memory")]
+    return [f"all_reduce [1, 4096] f32 ({backend})", f"header on ZeroMQ + {backend} send [2048] f32",
+            f"header on ZeroMQ + {backend} send [4096, 64] f32", *runtime]
 
 
 def test_header_on_zeromq_payload_on_gloo_between_two_hosts() -> None:
-    rows = _run("gloo")
-    assert [r.split("|")[1].strip() for r in rows] == [
-        "all_reduce [1, 4096] f32 (gloo)", "header on ZeroMQ + gloo send [2048] f32",
-        "header on ZeroMQ + gloo send [4096, 64] f32"]
+    assert _run("gloo") == rows_of("gloo")  # rc 0: every tensor arrived as sent, on the right device
 
 
 @pytest.mark.gpu
@@ -33,4 +40,4 @@ def test_header_on_zeromq_payload_on_nccl_between_two_ranks_on_one_gpu() -> None
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    assert len(_run("nccl")) == 3
+    assert _run("nccl") == rows_of("nccl")
