@@ -85,7 +85,7 @@ def _optional_regex(tree: ast.Module) -> tuple[int, int, str]:
     for node in tree.body:
         if isinstance(node, ast.Try) and any(
                 isinstance(s, ast.Import) and [a.name for a in s.names] == ["regex"] for s in node.body):
-            text = "# regenerate: `import regex` dropped (only Lark(regex=True) uses it)\nregex = None\n_has_regex = False"
+            text = "# regenerate: the optional regex module dropped (only Lark(regex=True) uses it)\nregex = None\n_has_regex = False"
             return node.lineno, node.end_lineno or node.lineno, text
     raise ValueError("lark's standalone code has no optional `import regex` to drop")
 
