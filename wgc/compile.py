@@ -52,11 +52,12 @@ def compile_program(source_path: str, source_text: str, placement_path: str,
         return Compiled(None, None, list(checked.diagnostics) + diags, sources)
     plan = lower(checked, placement, source_path, placement_path, skip_passes)
     problems = verify_plan(plan)
+    warnings = list(checked.diagnostics) + list(placement.warnings)  # the placement's warnings do not stop it
     if problems:
-        return Compiled(plan, None, list(checked.diagnostics) + problems, sources)
+        return Compiled(plan, None, warnings + problems, sources)
     placement_text = "\0".join(sources.get(f, "") for f in placement.sources)
     data = encode_plan(plan, source_text, placement_text)
-    return Compiled(plan, data, list(checked.diagnostics), sources, time.perf_counter() - started)
+    return Compiled(plan, data, warnings, sources, time.perf_counter() - started)
 
 
 def verify_plan(plan: Plan) -> list[Diagnostic]:

@@ -7,7 +7,7 @@ Run by hand when the reader is rewritten (not collected by pytest: it reads an o
 
 For each input and each program (the stand-ins and models/*.walk) both readers load the file; the
 diagnostics (code, message, span, help, notes) and the built placement (every field, spans
-included) must be equal. Warnings (W codes) the old reader did not have are left out of the
+included) and its memory table must be equal. Warnings (W codes) the old reader did not have are left out of the
 comparison, and so is `Placement.warnings`. Mutants are made from each file's lines: a line
 dropped, doubled or moved, a value replaced by a value of another type or out of its bounds, a
 key renamed; they are seeded, so a run can be repeated.
@@ -70,7 +70,8 @@ def dump(value: object) -> object:
 def outcome(reader: ModuleType, path: Path, program: ast.Program) -> object:
     placement, diags = reader.load_placement(path, program)
     shown = [d for d in diags if not d.code.startswith("W")]
-    return dump(placement), dump(shown)
+    table = reader.estimate_memory(placement, program) if placement is not None else None
+    return dump(placement), dump(shown), dump(table), table.render() if table else ""
 
 
 def mutants(text: str, rng: random.Random, count: int) -> list[str]:

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 
 from wgc.diag.sink import did_you_mean
 from wgc.lang.span import Span
 from wgc.placement.fields import Ctx
-from wgc.placement.schema import Cluster, Host, Transport
+from wgc.placement.schema import Cluster, ComponentPlacement, Host, Transport
 from wgc.placement.spec import ClusterTable, HostTable, TransportTable, array_of, default
-from wgc.placement.tables import (
-    DEFAULT_BIND,
-    DEFAULT_TRANSPORT,
-    GPU_MEMORY_MIB,
-    INTER_HOST,
-    INTRA_HOST,
-    MAX_GPUS_PER_HOST,
-)
+from wgc.placement.tables import DEFAULT_TRANSPORT, GPU_MEMORY_MIB, INTER_HOST, INTRA_HOST, MAX_GPUS_PER_HOST
 
 
 def build_cluster(t: ClusterTable | None, ctx: Ctx) -> Cluster | None:
@@ -53,7 +47,7 @@ def _memory(t: ClusterTable, device: str, ctx: Ctx) -> tuple[int | None, Span]:
 
 def _hosts(t: ClusterTable, ranks: int, ctx: Ctx) -> tuple[Host, ...]:
     if t.hosts is None:
-        return (Host("localhost", DEFAULT_BIND, tuple(range(ranks)), t.node.key),)
+        return (Host("localhost", default(HostTable, "address"), tuple(range(ranks)), t.node.key),)
     items: tuple[HostTable, ...] = array_of(HostTable)(t.hosts, ctx) or ()  # type: ignore[assignment]
     hosts: list[Host] = []
     owner: dict[int, str] = {}
@@ -67,7 +61,9 @@ def _hosts(t: ClusterTable, ranks: int, ctx: Ctx) -> tuple[Host, ...]:
                 ctx.error("P019", f"rank {r} is on two hosts, `{owner[r]}` and `{h.name}`", h.key_span("ranks"))
             owner.setdefault(r, h.name)
         address = h.get("address")
-        if not _is_ip(address):
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
             ctx.error("P019", f"host `{h.name}`: address {address!r} is not an IP address", h.key_span("address"),
                       ("give the address its workers listen on, such as 10.0.0.2 (a host binds only its own address)",))
         env = tuple((k, str(v)) for k, (v, _) in (h.env or {}).items())
@@ -80,25 +76,16 @@ def _hosts(t: ClusterTable, ranks: int, ctx: Ctx) -> tuple[Host, ...]:
     return tuple(hosts)
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _check_gpus_per_host(hosts: tuple[Host, ...], t: ClusterTable, ctx: Ctx) -> None:
     """A cuda rank is one GPU of its host: no host holds more than MAX_GPUS_PER_HOST."""
-    for h in hosts:
-        if len(h.ranks) > MAX_GPUS_PER_HOST:
-            declared = t.hosts is not None
-            value = t.at("ranks")
-            at = h.span if declared else value.span if value is not None else t.node.key
-            ctx.error("P019", f"host `{h.name}` has {len(h.ranks)} cuda ranks, one GPU each, but a host holds at most "
-                      f"{MAX_GPUS_PER_HOST} GPUs", at,
-                      (f"give each host at most {MAX_GPUS_PER_HOST} ranks" if declared else
-                       f"declare the machines in [[cluster.hosts]], at most {MAX_GPUS_PER_HOST} ranks each",))
+    declared = t.hosts is not None
+    value = t.at("ranks")
+    for h in (h for h in hosts if len(h.ranks) > MAX_GPUS_PER_HOST):
+        at = h.span if declared else value.span if value is not None else t.node.key
+        ctx.error("P019", f"host `{h.name}` has {len(h.ranks)} cuda ranks, one GPU each, but a host holds at most "
+                  f"{MAX_GPUS_PER_HOST} GPUs", at,
+                  (f"give each host at most {MAX_GPUS_PER_HOST} ranks" if declared else
+                   f"declare the machines in [[cluster.hosts]], at most {MAX_GPUS_PER_HOST} ranks each",))
 
 
 def build_transport(t: TransportTable | None, cluster: Cluster, ctx: Ctx) -> Transport:
@@ -113,3 +100,17 @@ def build_transport(t: TransportTable | None, cluster: Cluster, ctx: Ctx) -> Tra
                       (f"on {cluster.device} use one of {usable}",))
     return Transport(t.intra_host or intra, t.inter_host or inter, t.get("bind"), t.get("port"))
 
+
+def warn_tp_across_hosts(cluster: Cluster, comps: Iterable[ComponentPlacement], ctx: Ctx) -> None:
+    """W101: a tensor-parallel copy whose ranks are on different hosts. It works (the group is
+    built over the inter-host transport), but every layer's all-reduces then cross the network
+    instead of NVLink or shared memory, so it is worth saying once per component."""
+    host = {r: h.name for h in cluster.hosts for r in h.ranks}
+    for comp in comps:
+        spread = [c for c in comp.copies if len({host[r] for r in c if r in host}) > 1]
+        if comp.tp > 1 and spread:
+            names = ", ".join(f"`{n}`" for n in dict.fromkeys(host[r] for r in spread[0] if r in host))
+            ctx.warn("W101", f"tensor-parallel `{comp.name}` (tp = {comp.tp}) spans hosts {names}: its all-reduces "
+                     "cross the network every layer", comp.span,
+                     (f"ranks {', '.join(map(str, spread[0]))} form one copy of `{comp.name}`: put each copy's ranks "
+                      "on one host, or lower tp",))

@@ -33,4 +33,6 @@ PLACEMENT_CODES: dict[str, Code] = {
     "P021": Code("bad-stream-setting", "a stream capacity below one chunk, or an item size that cannot be computed"),
     "P022": Code("memory-overflow", "a rank whose weights, KV pool, CUDA-graph pools and buffers exceed its memory"),
     "P023": Code("kv-pool-too-small", "a KV pool that cannot hold one sequence of the component's max_seq_len, or not one page"),
+    # Warnings (W1xx: the language's are W0xx): the placement loads, the warning rides on it.
+    "W101": Code("tp-across-hosts", "a tensor-parallel copy whose ranks are on different hosts: its all-reduces cross the network every layer"),
 }

@@ -1,21 +1,29 @@
-"""A TOML file read into a tree of `Node`s: each value with the spans of its key and itself.
+"""A placement file and its `extends` bases read into one tree of `Node`s: each value with the
+spans of its key and itself.
 
 Values come from tomllib; positions from `locate`. Arrays become tuples of nodes, tables dicts
 of nodes, so every later rule can point at the exact key or value it is about.
+
+`extends = "base.toml"` builds a placement on another file instead of copying it. The base is
+resolved relative to the file that names it, recursively. Tables merge key by key (the extending
+file wins); any other value, arrays and arrays of tables included, is replaced whole. Every merged
+value keeps the span of the file it came from. A cycle, or a chain deeper than `MAX_EXTENDS_DEPTH`,
+is an error at the `extends` that closes it.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from tomllib import TOMLDecodeError, loads
 
-from wgc.diag.diagnostic import Diagnostic
+from wgc.diag.diagnostic import Diagnostic, Note
 from wgc.lang.span import Span, point
-from wgc.placement.locate import KeyPath, Located, locate
+from wgc.placement.locate import BARE_KEY, KeyPath, Located, locate
+from wgc.placement.tables import MAX_EXTENDS_DEPTH
 
-_BARE = re.compile(r"[A-Za-z0-9_-]+")
 _AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
 
@@ -52,9 +60,6 @@ class Node:
     def get(self, name: str) -> Node | None:
         return self.children().get(name)
 
-    def items(self) -> list[tuple[str, Node]]:
-        return list(self.children().items())
-
 
 def dotted(path: KeyPath) -> str:
     out = ""
@@ -62,18 +67,14 @@ def dotted(path: KeyPath) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            shown = part if _BARE.fullmatch(part) else f'"{part}"'
+            shown = part if BARE_KEY.fullmatch(part) else f'"{part}"'
             out += f".{shown}" if out else shown
     return out
 
 
-def file_start(file: str) -> Span:
-    return point(file, 1, 1)
-
-
 def read_document(path: Path, file: str, asked_at: Span | None = None) -> tuple[Node | None, list[Diagnostic]]:
     """Read and parse one file. `file` is the name spans carry; `asked_at` the `extends` that named it."""
-    where = asked_at or file_start(file)
+    where = asked_at or point(file, 1, 1)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -81,19 +82,14 @@ def read_document(path: Path, file: str, asked_at: Span | None = None) -> tuple[
     except (OSError, UnicodeDecodeError) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         return None, [Diagnostic("P005", f"cannot read placement file `{file}`: {reason}", where)]
-    return parse_document(text, file)
-
-
-def parse_document(text: str, file: str) -> tuple[Node | None, list[Diagnostic]]:
     try:
         data = loads(text)
     except TOMLDecodeError as err:
         return None, [_syntax_error(str(err), text, file)]
     except RecursionError:
-        return None, [Diagnostic("P001", "the TOML is nested too deeply", file_start(file))]
-    found = locate(text, file)
-    root = Located(file_start(file), file_start(file))
-    return _wrap(data, (), found, root), []
+        return None, [Diagnostic("P001", "the TOML is nested too deeply", point(file, 1, 1))]
+    start = point(file, 1, 1)
+    return _wrap(data, (), locate(text, file), Located(start, start)), []
 
 
 def _syntax_error(message: str, text: str, file: str) -> Diagnostic:
@@ -110,11 +106,68 @@ def _syntax_error(message: str, text: str, file: str) -> Diagnostic:
 
 
 def _wrap(value: object, path: KeyPath, found: dict[KeyPath, Located], parent: Located) -> Node:
+    """`value` as a node; a path the locator did not place takes its enclosing key's spans."""
     here = found.get(path, parent)
     if isinstance(value, dict):
-        children = {k: _wrap(v, (*path, k), found, here) for k, v in value.items()}
-        return Node(children, here.key, here.value, path)
-    if isinstance(value, list):
-        items = tuple(_wrap(v, (*path, i), found, here) for i, v in enumerate(value))
-        return Node(items, here.key, here.value, path)
+        value = {k: _wrap(v, (*path, k), found, here) for k, v in value.items()}
+    elif isinstance(value, list):
+        value = tuple(_wrap(v, (*path, i), found, here) for i, v in enumerate(value))
     return Node(value, here.key, here.value, path)
+
+
+def load_with_bases(path: Path) -> tuple[Node | None, tuple[str, ...], list[Diagnostic]]:
+    """The merged tree of `path` and its bases, the files read (the base first), and errors."""
+    diags: list[Diagnostic] = []
+    sources: list[str] = []
+    node = _load(path, str(path), None, (), diags, sources)
+    return node, tuple(sources), diags
+
+
+def _load(path: Path, file: str, asked: Node | None, chain: tuple[tuple[Path, Node], ...],
+          diags: list[Diagnostic], sources: list[str]) -> Node | None:
+    doc, errors = read_document(path, file, asked.span if asked else None)
+    diags.extend(errors)
+    if doc is None:
+        return None
+    ext = doc.get("extends")
+    own = Node({k: v for k, v in doc.children().items() if k != "extends"}, doc.key, doc.span)
+    base = None
+    if ext is not None:
+        problem = _check_extends(ext, path, chain)
+        if problem is not None:
+            diags.append(problem)
+        else:
+            base_file = os.path.normpath(str(Path(file).parent / str(ext.value)))
+            base = _load(path.parent / str(ext.value), base_file, ext, (*chain, (path, ext)), diags, sources)
+    sources.append(file)
+    return merge(base, own) if base is not None else own
+
+
+def _check_extends(ext: Node, path: Path, chain: tuple[tuple[Path, Node], ...]) -> Diagnostic | None:
+    if not isinstance(ext.value, str) or not ext.value:
+        return Diagnostic("P003", "`extends` takes the path of a base file, as a string", ext.span)
+    if _identity(path.parent / ext.value) in [_identity(p) for p, _ in chain] + [_identity(path)]:
+        return Diagnostic("P006", f"`extends` cycle: `{ext.value}` already extends this file", ext.span,
+                          ("a base file must not extend, directly or through others, a file built on it",),
+                          tuple(Note(f"`{p.name}` extends `{n.value}` here", n.span) for p, n in chain))
+    if len(chain) >= MAX_EXTENDS_DEPTH:
+        return Diagnostic("P006", f"`extends` chain deeper than {MAX_EXTENDS_DEPTH} files", ext.span)
+    return None
+
+
+def _identity(path: Path) -> str:
+    try:
+        return str(path.resolve())
+    except OSError:
+        return os.path.abspath(path)
+
+
+def merge(base: Node, over: Node) -> Node:
+    """`over` on top of `base`: tables merge key by key, anything else is replaced."""
+    if not (base.is_table and over.is_table):
+        return over
+    merged = dict(base.children())
+    for key, value in over.children().items():
+        old = merged.get(key)
+        merged[key] = merge(old, value) if old is not None else value
+    return Node(merged, over.key, over.span, over.path)

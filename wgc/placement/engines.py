@@ -39,9 +39,7 @@ def check_engine_table(t: EngineTable, cluster: Cluster, ctx: Ctx) -> None:
                   ("the KV pool is allocated on each rank that holds the component: lower kv_memory, or use "
                    "kv_memory_fraction",))
     if t.max_batch is not None:
-        _check_batch("", [t], t.cuda_graph_buckets or (), t.max_batch, ctx)
-        if t.token_budget is not None:
-            _check_budget("", [t], t.token_budget, t.max_batch, ctx)
+        _check_sizes("", [t], t.cuda_graph_buckets or (), t.max_batch, t.token_budget, ctx)
     if t.has("kv_memory_fraction") and t.has("kv_memory"):
         ctx.error("P018", "set kv_memory_fraction or kv_memory, not both", t.key_span("kv_memory"))
     buckets, nodes = t.cuda_graph_buckets, t.node.get("cuda_graph_buckets")
@@ -72,32 +70,28 @@ def build_engine(
     layers = [t for t in (defaults, own) if t is not None]
 
     def value(k: str) -> Any:
-        """The most specific valid value of `k` where this component may have it, else None."""
-        if kind != "kv" and k in KV_ONLY:
-            return None
-        return next((getattr(t, k) for t in reversed(layers) if getattr(t, k) is not None), None)
+        """The most specific valid value of `k` where this component may have it, else its default."""
+        source = None if kind != "kv" and k in KV_ONLY else _source(layers, k)
+        return getattr(source, k) if source is not None else default(EngineTable, k)
 
-    sizing = next((t for t in reversed(layers) if any(t.has(k) for k in SIZING)), None)
+    sizing = next((t for t in reversed(layers) if any(t.has(k) for k in SIZING)), None) if kind == "kv" else None
     if kind == "kv" and sizing is None:
         ctx.error("P018", f"kv component {name} has no KV pool size", span,
                   (f"set kv_memory_fraction (of the rank's memory) or kv_memory in [components.{name}.engine] "
                    "or [defaults.engine]",))
-    fraction = sizing.kv_memory_fraction if sizing and kind == "kv" else None
-    buckets: tuple[int, ...] = value("cuda_graph_buckets") or default(EngineTable, "cuda_graph_buckets")
+    fraction = sizing.kv_memory_fraction if sizing else None
+    buckets: tuple[int, ...] = value("cuda_graph_buckets") or ()
     max_batch: int = value("max_batch") or (max(buckets) if buckets else DEFAULT_MAX_BATCH)
-    _check_batch(name, layers, buckets, max_batch, ctx)
     budget: int | None = value("token_budget")
-    if budget is not None:
-        _check_budget(name, layers, budget, max_batch, ctx)
-    page_size, caching = value("page_size"), value("prefix_caching")
+    _check_sizes(name, layers, buckets, max_batch, budget, ctx)
     return Engine(
         kv_memory_fraction=fraction if fraction is not None and 0 < fraction <= 1 else None,
-        kv_memory=sizing.kv_memory if sizing and kind == "kv" else None,
-        page_size=page_size if page_size is not None else default(EngineTable, "page_size"),
+        kv_memory=sizing.kv_memory if sizing else None,
+        page_size=value("page_size"),
         cuda_graph_buckets=buckets,
         max_batch=max_batch,
         token_budget=budget if budget is not None else default_token_budget(device, max_batch),
-        prefix_caching=caching if caching is not None else default(EngineTable, "prefix_caching"),
+        prefix_caching=value("prefix_caching"),
     )
 
 
@@ -106,28 +100,20 @@ def _source(layers: list[EngineTable], k: str) -> EngineTable | None:
     return next((t for t in reversed(layers) if getattr(t, k) is not None), None)
 
 
-def _at_least(
-    name: str, layers: list[EngineTable], key: str, value: int, other: str, floor: int, what: str, advice: str, ctx: Ctx
-) -> None:
-    """`key` must be at least what `other` asks (`floor`), reported at `key`. With `name` empty: one
-    table on its own; with a name: a component whose two settings come from different tables (else
-    already reported for that table)."""
-    source = _source(layers, key)
-    if value >= floor or source is None or (name and source is _source(layers, other)):
-        return
-    whose = f" of {name}" if name else ""
-    ctx.error("P018", f"{key} {value}{whose} is smaller than {what}", source.node.children()[key].span, (advice,))
-
-
-def _check_batch(name: str, layers: list[EngineTable], buckets: tuple[int, ...], max_batch: int, ctx: Ctx) -> None:
-    if buckets:
-        _at_least(name, layers, "max_batch", max_batch, "cuda_graph_buckets", max(buckets),
-                  f"the largest CUDA-graph bucket {max(buckets)}",
-                  "a bucket larger than max_batch is never used: raise max_batch or drop the bucket", ctx)
-
-
-def _check_budget(name: str, layers: list[EngineTable], budget: int, max_batch: int, ctx: Ctx) -> None:
-    """A round of max_batch decodes (one token each) must fit in the token budget."""
-    _at_least(name, layers, "token_budget", budget, "max_batch", max_batch, f"max_batch {max_batch}",
+def _check_sizes(name: str, layers: list[EngineTable], buckets: tuple[int, ...], max_batch: int,
+                 budget: int | None, ctx: Ctx) -> None:
+    """max_batch covers the largest CUDA-graph bucket, and a round of max_batch decodes (one token
+    each) fits in the token budget. With `name` empty: one table on its own; with a name: a
+    component whose two settings come from different tables (else already reported for that table)."""
+    rules = [("max_batch", max_batch, "cuda_graph_buckets", max(buckets) if buckets else 0,
+              f"the largest CUDA-graph bucket {max(buckets) if buckets else 0}",
+              "a bucket larger than max_batch is never used: raise max_batch or drop the bucket"),
+             ("token_budget", budget, "max_batch", max_batch, f"max_batch {max_batch}",
               f"a round of {max_batch} decodes writes {max_batch} tokens: raise token_budget to at least "
-              f"{max_batch}, or lower max_batch", ctx)
+              f"{max_batch}, or lower max_batch")]
+    for key, value, other, floor, what, advice in rules:
+        source = _source(layers, key)
+        if value is None or value >= floor or source is None or (name and source is _source(layers, other)):
+            continue
+        whose = f" of {name}" if name else ""
+        ctx.error("P018", f"{key} {value}{whose} is smaller than {what}", source.node.children()[key].span, (advice,))

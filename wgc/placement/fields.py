@@ -1,7 +1,9 @@
 """Readers for placement values: each checks one TOML node and returns a Python value or None.
 
 A reader never raises: on a bad value it records a diagnostic at the value's span and returns
-None, so one run reports every problem. Each key of the schema (`spec.py`) names one of these readers.
+None, so one run reports every problem. Each key of the schema (`spec.py`) names one of these
+readers; a reader's messages are made from what it is given (the type wanted, the bounds, the
+choices), never written per key.
 """
 
 from __future__ import annotations
@@ -42,10 +44,14 @@ def _wrong(node: Node, ctx: Ctx, want: str) -> None:
     ctx.error("P003", f"{_key(node)}expected {want}, found {kind_of(node.value)}", node.span)
 
 
-def string(node: Node, ctx: Ctx) -> str | None:
-    if isinstance(node.value, str):
-        return node.value
-    return _wrong(node, ctx, "a string")
+def typed(want: str, accept: Callable[[object], bool], convert: Callable[[object], object] = lambda v: v) -> Reader:
+    """A value of one TOML type, else P003 naming the type wanted."""
+    return lambda node, ctx: convert(node.value) if accept(node.value) else _wrong(node, ctx, want)
+
+
+string = typed("a string", lambda v: isinstance(v, str))
+boolean = typed("a boolean (true or false)", lambda v: isinstance(v, bool))
+number = typed("a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool), float)
 
 
 def choice(options: Mapping[str, object] | tuple[str, ...], what: str) -> Reader:
@@ -76,19 +82,6 @@ def integer(lo: int = 0, hi: int | None = None) -> Reader:
         return node.value
 
     return read
-
-
-def boolean(node: Node, ctx: Ctx) -> bool | None:
-    if isinstance(node.value, bool):
-        return node.value
-    return _wrong(node, ctx, "a boolean (true or false)")
-
-
-def number(node: Node, ctx: Ctx) -> float | None:
-    value = node.value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return _wrong(node, ctx, "a number")
 
 
 def seconds(node: Node, ctx: Ctx) -> float | None:

@@ -1,21 +1,21 @@
 """The public entry: read a placement file (and its bases), check it against a program.
 
-One pass: the text and its `extends` bases into one tree of located nodes (document.py,
-extends.py), that tree into the typed structs of the schema (spec.py), the structs checked
-against each other and the program's facts into a `Placement` (cluster.py, placing.py,
-engines.py), then the memory fit (memory.py, fit.py).
+One pass: the text and its `extends` bases into one tree of located nodes (document.py), that
+tree into the typed structs of the schema (spec.py), the structs checked against each other and
+the program's facts into a `Placement` (cluster.py, placing.py, engines.py), then the memory fit
+(memory.py, fit.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 from wgc.diag.diagnostic import Diagnostic, sort_key
 from wgc.lang import ast
-from wgc.placement.cluster import build_cluster, build_transport
-from wgc.placement.document import Node
-from wgc.placement.extends import load_with_bases
+from wgc.placement.cluster import build_cluster, build_transport, warn_tp_across_hosts
+from wgc.placement.document import Node, load_with_bases
 from wgc.placement.facts import ProgramFacts, program_facts
 from wgc.placement.fields import Ctx
 from wgc.placement.fit import fit_diagnostics
@@ -26,7 +26,8 @@ from wgc.placement.spec import LIMIT_KEYS, ClusterTable, TopTable, read
 
 
 def load_placement(path: Path, program: ast.Program) -> tuple[Placement | None, list[Diagnostic]]:
-    """The placement in `path` checked against `program`, or None and every error found.
+    """The placement in `path` checked against `program` and no diagnostics, its warnings (W
+    codes) in `placement.warnings`; or None and every error and warning found.
 
     Never raises on any input. The memory fit is checked once everything else is valid
     (a partial placement would give a misleading estimate).
@@ -37,10 +38,12 @@ def load_placement(path: Path, program: ast.Program) -> tuple[Placement | None, 
     facts = program_facts(program)
     ctx = Ctx(diags)
     placement = assemble(tree, facts, str(path), sources, ctx)
-    if placement is not None and not ctx.diagnostics:
+    if placement is not None and not any(d.is_error for d in ctx.diagnostics):
         ctx.diagnostics.extend(fit_diagnostics(estimate(placement, facts), placement, facts))
-    errors = sorted(ctx.diagnostics, key=sort_key)
-    return (placement if not errors else None), errors
+    found = sorted(ctx.diagnostics, key=sort_key)
+    if placement is None or any(d.is_error for d in found):
+        return None, found
+    return dataclasses.replace(placement, warnings=tuple(found)), []
 
 
 def assemble(root: Node, facts: ProgramFacts, file: str, sources: tuple[str, ...], ctx: Ctx) -> Placement | None:
@@ -57,6 +60,7 @@ def assemble(root: Node, facts: ProgramFacts, file: str, sources: tuple[str, ...
                   model_at.span, ("use a placement written for this model, or a generic one such as placements/cpu.toml",))
         return None
     comps = place_components(top, facts, cluster, ctx)
+    warn_tp_across_hosts(cluster, comps.values(), ctx)
     before = len(ctx.diagnostics)
     walks = place_walks(top, facts, comps, ctx)
     if len(ctx.diagnostics) == before:  # a rejected pin would show up again as an unpinned call
@@ -73,4 +77,3 @@ def assemble(root: Node, facts: ProgramFacts, file: str, sources: tuple[str, ...
 def _norm(name: str) -> str:
     """Model names compare without case or separators: `Qwen3-Omni` is `qwen3_omni`."""
     return re.sub(r"[^a-z0-9]", "", name.lower())
-

@@ -23,7 +23,7 @@ from wgc.lang.span import Span
 
 KeyPath = tuple[str | int, ...]
 
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _DATETIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?([Zz]|[+-][0-9]{2}:[0-9]{2})?"
 )
@@ -146,7 +146,7 @@ class _Scanner:
                 raw = self.string()
                 parts.append((loads(f"k = {raw}")["k"], start, self.i))
             else:
-                parts.append((self.skip(_BARE_KEY), start, self.i))
+                parts.append((self.skip(BARE_KEY), start, self.i))
             self.skip(_WS)
             if self.peek() != ".":
                 return parts

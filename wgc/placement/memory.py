@@ -11,8 +11,7 @@ import math
 from dataclasses import dataclass
 
 from wgc.lang import ast
-from wgc.placement.facts import ComponentFacts, ProgramFacts, StreamFacts, program_facts, stream_facts
-from wgc.placement.items import item_bytes
+from wgc.placement.facts import ComponentFacts, ProgramFacts, StreamFacts, item_bytes, program_facts, stream_facts
 from wgc.placement.schema import ComponentPlacement, Placement
 from wgc.placement.tables import DEFAULT_STREAM_CAPACITY
 from wgc.placement.units import fmt_bytes, fmt_count
@@ -176,16 +175,13 @@ def stream_capacity(stream: StreamFacts, placement: Placement) -> int:
 
 
 def _stream(stream: StreamFacts, placement: Placement, facts: ProgramFacts, consumer: ComponentPlacement) -> tuple[MemoryLine, str]:
+    """The stream's buffer on its consumer's rank: capacity × item bytes × max_batch requests."""
     settings = placement.stream(stream.name)
-    capacity = stream_capacity(stream, placement)
     if settings is not None and settings.item_bytes is not None:
-        size, how, why = settings.item_bytes, f"{settings.item_bytes} B", ""
+        size, how = settings.item_bytes, f"{settings.item_bytes} B"
     else:
-        dims = dict(settings.dims) if settings else {}
-        size, how = item_bytes(stream, dims, facts.components.get(stream.producer))
-        why = "" if size is not None else how
-    requests = consumer.engine.max_batch
+        size, how = item_bytes(stream, dict(settings.dims) if settings else {}, facts.components.get(stream.producer))
     if size is None:
-        return MemoryLine("stream", stream.name, 0, f"item size unknown: {why} (counted as 0)"), why
-    formula = f"{capacity} items × {how} × {requests} requests"
-    return MemoryLine("stream", stream.name, capacity * size * requests, formula), ""
+        return MemoryLine("stream", stream.name, 0, f"item size unknown: {how} (counted as 0)"), how
+    capacity, requests = stream_capacity(stream, placement), consumer.engine.max_batch
+    return MemoryLine("stream", stream.name, capacity * size * requests, f"{capacity} items × {how} × {requests} requests"), ""

@@ -15,60 +15,58 @@ from wgc.diag.sink import did_you_mean
 from wgc.lang.span import Span
 from wgc.placement.document import Node
 from wgc.placement.engines import build_engine, check_engine_table
-from wgc.placement.facts import CallSite, ComponentFacts, ProgramFacts, WalkFacts
+from wgc.placement.facts import CallSite, ComponentFacts, ProgramFacts, symbolic_dims
 from wgc.placement.fields import Ctx
-from wgc.placement.items import symbolic_dims
 from wgc.placement.schema import Cluster, ComponentPlacement, Pin, Ranks, StreamSettings, WalkPlacement
-from wgc.placement.spec import ComponentTable, EngineTable, Entry, StreamTable, TopTable, WalkTable
+from wgc.placement.spec import ComponentTable, EngineTable, Entry, TopTable
 
 
 def place_components(top: TopTable, facts: ProgramFacts, cluster: Cluster, ctx: Ctx) -> dict[str, ComponentPlacement]:
     """Every program component that can be placed, by its own entry or by `[defaults]`."""
     defaults = top.defaults
-    default_engine = defaults.engine if defaults else None
-    if default_engine is not None:
-        check_engine_table(default_engine, cluster, ctx)
-    listed = top.components or {}
-    for name, (_, node) in listed.items():
-        if name not in facts.components:
-            _unknown("P008", "component", name, node, facts.components, ctx)
+    engine = defaults.engine if defaults else None
+    if engine is not None:
+        check_engine_table(engine, cluster, ctx)
+    listed = _known(top.components, "P008", "component", facts.components, ctx)
     out: dict[str, ComponentPlacement] = {}
     for name, comp in facts.components.items():
         entry, node = listed.get(name, (None, None))
         if isinstance(entry, ComponentTable):
-            placed = _from_table(comp, entry, cluster, default_engine, ctx)
+            placed = _from_table(comp, entry, cluster, engine, ctx)
         elif entry is not None and node is not None:
-            placed = _from_ranks(comp, entry, node.span, cluster, default_engine, ctx)
+            placed = _from_ranks(comp, entry, node.span, cluster, engine, ctx)
         elif defaults is not None and defaults.ranks is not None:
             at = defaults.at("ranks")
-            placed = _from_ranks(comp, defaults.ranks, at.span if at else defaults.node.key, cluster, default_engine, ctx)
+            placed = _from_ranks(comp, defaults.ranks, at.span if at else defaults.node.key, cluster, engine, ctx)
         else:
-            if defaults is None or not defaults.has("ranks"):  # an invalid default was reported already
-                ctx.error("P013", f"component `{comp.name}` has no placement", top.key_span("components"),
-                          (f"place it with `[components.{comp.name}] ranks = [0]`, or every unlisted component "
-                           "with `[defaults] ranks = [0]`",), (Note(f"`{comp.name}` is declared here", comp.span),))
             placed = None
+            if defaults is None or not defaults.has("ranks"):  # an invalid default was reported already
+                ctx.error("P013", f"component `{name}` has no placement", top.key_span("components"),
+                          (f"place it with `[components.{name}] ranks = [0]`, or every unlisted component "
+                           "with `[defaults] ranks = [0]`",), (Note(f"`{name}` is declared here", comp.span),))
         if placed is not None:
             out[name] = placed
     return out
 
 
-def _unknown(code: str, kind: str, name: str, node: Node, declared: Iterable[str], ctx: Ctx) -> None:
-    """A table names a component, walk or stream the program does not declare."""
-    ctx.error(code, f"unknown {kind} `{name}`: the program declares no such {kind}", node.key,
-              did_you_mean(name, declared) or (f"the program's {kind}s: " + (", ".join(declared) or "none"),))
+def _known(listed: dict[str, Entry] | None, code: str, kind: str, declared: Iterable[str], ctx: Ctx) -> dict[str, Entry]:
+    """The entries of a table keyed by program names; each name the program does not declare is
+    reported (a component, walk or stream)."""
+    for name, (_, node) in (listed or {}).items():
+        if name not in declared:
+            ctx.error(code, f"unknown {kind} `{name}`: the program declares no such {kind}", node.key,
+                      did_you_mean(name, declared) or (f"the program's {kind}s: " + (", ".join(declared) or "none"),))
+    return {name: entry for name, entry in (listed or {}).items() if name in declared}
 
 
-def _from_ranks(
-    comp: ComponentFacts, ranks: Ranks, span: Span, cluster: Cluster, engine: EngineTable | None, ctx: Ctx
-) -> ComponentPlacement:
+def _from_ranks(comp: ComponentFacts, ranks: Ranks, span: Span, cluster: Cluster, engine: EngineTable | None,
+                ctx: Ctx) -> ComponentPlacement:
     settings = build_engine(comp.engine, comp.name, None, engine, span, cluster.device, ctx)
     return ComponentPlacement(comp.name, comp.engine, ranks, 1, None, settings, span)
 
 
-def _from_table(
-    comp: ComponentFacts, t: ComponentTable, cluster: Cluster, default_engine: EngineTable | None, ctx: Ctx
-) -> ComponentPlacement | None:
+def _from_table(comp: ComponentFacts, t: ComponentTable, cluster: Cluster, default_engine: EngineTable | None,
+                ctx: Ctx) -> ComponentPlacement | None:
     if t.engine is not None:
         check_engine_table(t.engine, cluster, ctx)
     settings = build_engine(comp.engine, comp.name, t.engine, default_engine, t.node.key, cluster.device, ctx)
@@ -84,49 +82,32 @@ def _from_table(
     return ComponentPlacement(comp.name, comp.engine, t.ranks, tp, t.routing, settings, t.node.key)
 
 
-def place_walks(top: TopTable, facts: ProgramFacts, comps: dict[str, ComponentPlacement], ctx: Ctx) -> tuple[WalkPlacement, ...]:
+def place_walks(top: TopTable, facts: ProgramFacts, comps: dict[str, ComponentPlacement], ctx: Ctx
+                ) -> tuple[WalkPlacement, ...]:
+    """`[walks.*]`: each walk's component pins and branch pins, whole copies of what they place."""
     out = []
-    for name, (t, node) in (top.walks or {}).items():
-        walk = facts.walks.get(name)
-        if walk is None:
-            _unknown("P009", "walk", name, node, facts.walks, ctx)
-            continue
-        assert isinstance(t, WalkTable)
-        pins = _component_pins(walk, t.components or {}, facts, comps, ctx)
-        branches = _branch_pins(walk, t.branches or {}, facts.branches_declared.get(name, ()), comps, ctx)
-        out.append(WalkPlacement(name, pins, branches, node.key))
+    for name, (t, node) in _known(top.walks, "P009", "walk", facts.walks, ctx).items():
+        walk, declared = facts.walks[name], facts.branches_declared.get(name, ())
+        pins = []
+        for cname, (ranks, at) in (t.components or {}).items():
+            if cname not in facts.components:
+                ctx.error("P008", f"unknown component `{cname}`", at.key, did_you_mean(cname, facts.components))
+            elif cname not in walk.components:
+                calls = ", ".join(sorted(walk.components)) or "no component"
+                ctx.error("P016", f"walk `{name}` never calls component `{cname}`", at.key,
+                          (f"walk `{name}` calls {calls}",), (Note(f"walk `{name}` is declared here", walk.span),))
+            elif cname in comps and _whole_copies(comps[cname], ranks, at, ctx):
+                pins.append(Pin(cname, ranks, at.span))
+        branches = []
+        for bname, (ranks, at) in (t.branches or {}).items():
+            if bname not in declared:
+                known = f"its branches: {', '.join(declared)}" if declared else f"walk `{name}` has no `parallel` block"
+                ctx.error("P010", f"walk `{name}` has no branch `{bname}`", at.key,
+                          (*did_you_mean(bname, declared), known))
+            elif all(_whole_copies(comps[c], ranks, at, ctx) for c in sorted(walk.in_branch(bname)) if c in comps):
+                branches.append(Pin(bname, ranks, at.span))
+        out.append(WalkPlacement(name, tuple(pins), tuple(branches), node.key))
     return tuple(out)
-
-
-def _component_pins(
-    walk: WalkFacts, listed: dict[str, Entry], facts: ProgramFacts, comps: dict[str, ComponentPlacement], ctx: Ctx
-) -> tuple[Pin, ...]:
-    pins = []
-    for cname, (ranks, node) in listed.items():
-        if cname not in facts.components:
-            ctx.error("P008", f"unknown component `{cname}`", node.key, did_you_mean(cname, facts.components))
-        elif cname not in walk.components:
-            calls = ", ".join(sorted(walk.components)) or "no component"
-            ctx.error("P016", f"walk `{walk.name}` never calls component `{cname}`", node.key,
-                      (f"walk `{walk.name}` calls {calls}",), (Note(f"walk `{walk.name}` is declared here", walk.span),))
-        elif cname in comps and _whole_copies(comps[cname], ranks, node, ctx):
-            pins.append(Pin(cname, ranks, node.span))
-    return tuple(pins)
-
-
-def _branch_pins(
-    walk: WalkFacts, listed: dict[str, Entry], declared: tuple[str, ...], comps: dict[str, ComponentPlacement], ctx: Ctx
-) -> tuple[Pin, ...]:
-    pins = []
-    for bname, (ranks, node) in listed.items():
-        if bname not in declared:
-            known = f"its branches: {', '.join(declared)}" if declared else f"walk `{walk.name}` has no `parallel` block"
-            ctx.error("P010", f"walk `{walk.name}` has no branch `{bname}`", node.key, (*did_you_mean(bname, declared), known))
-            continue
-        callees = [comps[c] for c in sorted(walk.in_branch(bname)) if c in comps]
-        if all(_whole_copies(c, ranks, node, ctx) for c in callees):
-            pins.append(Pin(bname, ranks, node.span))
-    return tuple(pins)
 
 
 def _whole_copies(comp: ComponentPlacement, ranks: Ranks, node: Node, ctx: Ctx) -> bool:
@@ -145,7 +126,8 @@ def _whole_copies(comp: ComponentPlacement, ranks: Ranks, node: Node, ctx: Ctx) 
     return True
 
 
-def check_routing(facts: ProgramFacts, comps: dict[str, ComponentPlacement], walks: tuple[WalkPlacement, ...], ctx: Ctx) -> None:
+def check_routing(facts: ProgramFacts, comps: dict[str, ComponentPlacement], walks: tuple[WalkPlacement, ...],
+                  ctx: Ctx) -> None:
     """A component with several copies needs `routing`, unless every call is pinned to one copy."""
     pinned = {w.name: w for w in walks}
     for comp in comps.values():
@@ -173,23 +155,17 @@ def _one_copy(call: CallSite, comp: ComponentPlacement, walk: WalkPlacement | No
 def place_streams(top: TopTable, facts: ProgramFacts, ctx: Ctx) -> tuple[StreamSettings, ...]:
     """`[streams.*]`: buffer capacity and item size of the program's streams."""
     out = []
-    for name, (t, node) in (top.streams or {}).items():
-        stream = facts.streams.get(name)
-        if stream is None:
-            _unknown("P011", "stream", name, node, facts.streams, ctx)
-            continue
-        assert isinstance(t, StreamTable)
+    for name, (t, node) in _known(top.streams, "P011", "stream", facts.streams, ctx).items():
+        stream = facts.streams[name]
         symbolic = symbolic_dims(stream.item)
-        dims: dict[str, int] = {}
-        for dim, (value, at) in (t.dims or {}).items():
+        for dim, (_, at) in (t.dims or {}).items():
             if dim not in symbolic:
                 ctx.error("P021", f"the item type of stream `{name}` has no dim `{dim}`", at.key,
                           (*did_you_mean(dim, symbolic), f"its symbolic dims: {', '.join(symbolic) or 'none'}"))
-            else:
-                dims[dim] = value
         cap, cap_at = t.capacity, t.at("capacity")
         if cap is not None and cap_at is not None and stream.min_capacity and cap < stream.min_capacity:
             ctx.error("P021", f"capacity {cap} of stream `{name}` is below one chunk ({stream.min_capacity} items)",
                       cap_at.span, ("the consumer could never receive a chunk: the producer would block forever",))
-        out.append(StreamSettings(name, cap, t.item_bytes, tuple(dims.items()), node.key))
+        dims = tuple((dim, value) for dim, (value, _) in (t.dims or {}).items() if dim in symbolic)
+        out.append(StreamSettings(name, cap, t.item_bytes, dims, node.key))
     return tuple(out)

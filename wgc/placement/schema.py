@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from wgc.diag.diagnostic import Diagnostic
 from wgc.lang.span import Span
 
 Ranks = tuple[int, ...]
@@ -120,6 +121,7 @@ class Placement:
     streams: tuple[StreamSettings, ...]
     transport: Transport
     serve: Serve = Serve()
+    warnings: tuple[Diagnostic, ...] = field(default=(), compare=False, repr=False)  # W codes, e.g. W101
 
     def component(self, name: str) -> ComponentPlacement | None:
         return next((c for c in self.components if c.name == name), None)

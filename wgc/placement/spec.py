@@ -94,24 +94,28 @@ def default(struct: type[Table], name: str) -> Any:
 
 def read(node: Node, struct: type[T], ctx: Ctx) -> T | None:
     """`node` read as `struct`: every key checked and read, in the order of the struct's fields."""
-    what = node.name
-    if not node.is_table:
-        ctx.error("P003", f"{what} must be a table, found {kind_of(node.value)}", node.span)
+    if not _is_table(node, ctx):
         return None
     keys = {f.name: f.metadata for f in fields(struct) if f.metadata}
-    for name, child in node.items():
+    for name, child in node.children().items():
         if name not in keys:
-            where = "at the top level" if what == "the top level" else f"in {what}"
+            where = "at the top level" if not node.path else f"in {node.name}"
             ctx.error("P002", f"unknown key `{name}` {where}", child.key,
-                      (*did_you_mean(name, keys), f"the keys of {what} are: {', '.join(keys)}"))
+                      (*did_you_mean(name, keys), f"the keys of {node.name} are: {', '.join(keys)}"))
     values = {}
     for name, meta in keys.items():
         child = node.get(name)
         if child is not None:
             values[name] = meta["read"](child, ctx)
         elif meta["required"]:
-            ctx.error("P004", f"{what} needs `{name}`", node.key)
+            ctx.error("P004", f"{node.name} needs `{name}`", node.key)
     return struct(node=node, **values)
+
+
+def _is_table(node: Node, ctx: Ctx) -> bool:
+    if not node.is_table:
+        ctx.error("P003", f"{node.name} must be a table, found {kind_of(node.value)}", node.span)
+    return node.is_table
 
 
 def table(struct: type[Table]) -> Reader:
@@ -127,10 +131,9 @@ def map_of(value: Reader) -> Reader:
     """A table keyed by program names: name → (value, node), the valid entries only."""
 
     def read_map(node: Node, ctx: Ctx) -> dict[str, Entry] | None:
-        if not node.is_table:
-            ctx.error("P003", f"{node.name} must be a table, found {kind_of(node.value)}", node.span)
+        if not _is_table(node, ctx):
             return None
-        entries = ((name, value(child, ctx), child) for name, child in node.items())
+        entries = ((name, value(child, ctx), child) for name, child in node.children().items())
         return {name: (v, child) for name, v, child in entries if v is not None}
 
     return read_map
