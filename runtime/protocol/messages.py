@@ -130,11 +130,14 @@ class Cancel(Struct, tag="cancel", frozen=True):
 
 class TpBatch(Struct, tag="tp_batch", frozen=True):
     """A TP copy's leader ran (is about to run) this batch: its followers run the same one, these
-    (request, instance) lanes in this order (runtime/worker/tp_agree.py)."""
+    (request, instance) lanes in this order (runtime/worker/tp_agree.py). A release (no entry, no
+    lanes, `released` set) says the leader will decide none of those requests again: a follower
+    drops a cancelled request only once the releases of its leaders came, behind their decisions."""
 
     component: str
     entry: str
     instances: list[list[Any]]  # [request, instance key] per lane
+    released: list[int] = []
 
 
 class Shutdown(Struct, tag="shutdown", frozen=True):

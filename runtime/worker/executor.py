@@ -89,7 +89,7 @@ class Executor:
         self.failures = 0  # requests failed here so far (a batch checks whether one of its own did)
         self.batcher = Batcher(self)
         self.lockstep = Lockstep(ws.instructions for ws in self.rp.code.values())  # iterations in step (lockstep.py)
-        self.tp = TpAgreement(plan, rank)  # a TP copy's ranks run the same batches (tp_agree.py)
+        self.tp = TpAgreement(plan, rank, self.dead)  # a TP copy's ranks run the same batches (tp_agree.py)
         self.stats = {"runs": 0, "batched_calls": 0, "messages_in": 0, "messages_out": 0}
         # Per component entry: batched calls, items in them, microseconds spent inside the component.
         self.entry_stats: dict[tuple[str, str], list[int]] = {}
@@ -156,12 +156,22 @@ class Executor:
         self._consumers_end_check(state, msg.stream)
 
     def _on_cancel(self, msg: Cancel) -> None:
-        self.drop_request(msg.request)
-        if msg.reason != "done":
-            self.send(COORDINATOR, CancelAck(msg.request, self.rank))
+        if not self.tp.end(msg.request, msg.reason, self.post):  # a TP follower waits for its leaders' release
+            self._cancelled(msg.request, msg.reason)
+
+    def _cancelled(self, request: int, reason: str) -> None:
+        self.drop_request(request)
+        if reason != "done":
+            self.send(COORDINATOR, CancelAck(request, self.rank))
 
     def _on_tpbatch(self, msg: TpBatch) -> None:
         self.tp.decided(msg)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Drop the cancelled requests every leader of this rank has released (tp_agree.py)."""
+        for request, reason in self.tp.settle():
+            self._cancelled(request, reason)
 
     def _on_healthquery(self, msg: HealthQuery) -> None:
         self.send(COORDINATOR, Health(self.rank, self.counters()))
@@ -267,7 +277,11 @@ class Executor:
     def fail(self, request: int, error: str) -> None:
         self.failures += 1
         self.send(COORDINATOR, Failed(request, self.rank, error))
-        self.drop_request(request)
+        waiting = self.tp.failed(request, self.post) if self.tp.active else None  # a Cancel kept for a release
+        if waiting is None:
+            self.drop_request(request)
+        else:
+            self._cancelled(request, waiting)
 
     def drop_request(self, request: int) -> None:
         """Forget everything of a request on this rank: its state (instances, messages, stream ends) and
@@ -336,6 +350,8 @@ class Executor:
                     progressed = self.batcher.dispatch(key[0], key[1], batches[key]) or progressed
             if self.deferred and progressed:  # pages or budget may be there now: retry next round
                 self._retry_deferred()
+            if self.tp.ending:  # the round ran the last decisions naming them, perhaps
+                self._settle()
 
     def _instances(self) -> list[Instance]:
         return [i for s in self.states.values() for i in s.instances.values()]

@@ -16,6 +16,23 @@ What the scheduler does inside a batch (token grants, deferrals) is the same on 
 ranks' KV pools are shards of one geometry, equally sized, and the inputs are the same.
 Speculation is off in loops with a TP RUN (`no_speculation`): a speculative iteration runs on the
 rank that evaluates the stop, not on the others, and would leave one rank's collective unmatched.
+
+Cancels take effect through the leader. The coordinator sends every rank its Cancel on its own
+socket, so a follower may hear of one before a decision the leader made earlier names the request:
+had it dropped the request then, the decision would wait for a lane that never comes and the
+leader's collective would wait for the follower (until the Gloo timeout). So:
+
+- a leader that learns a request is over (a Cancel, or its own failure of it) decides none of its
+  lanes again and sends each follower a release (a `TpBatch` with `released`), behind every
+  decision that may name it (one sender's messages arrive in order);
+- a follower that gets a Cancel keeps the request running (`end` answers True) until the release
+  of every leader it follows has come to the head of that leader's decisions, that is, until it has
+  run every batch naming it; then `settle` hands the request and its Cancel back to be dropped.
+
+A leader that also follows another copy posts its releases at once, before its own drop waits, so
+two copies can never wait for each other. A request a follower fails by itself (an error on that
+rank alone) is still dropped at once: the batch's fault isolation needs it gone; an error in a
+component is the same on every rank of the copy (the same calls, the same shards' checks).
 """
 
 from __future__ import annotations
@@ -34,7 +51,7 @@ Key = tuple[str, str]  # (component, entry)
 
 
 class TpAgreement:
-    def __init__(self, plan: m.Plan, rank: int) -> None:
+    def __init__(self, plan: m.Plan, rank: int, dead: set[int] | None = None) -> None:
         self.leads: dict[str, list[int]] = {}  # component → its followers, where this rank leads the copy
         self.follows: dict[str, int] = {}  # component → the leader, where this rank follows
         for name, ranks in tp_groups(plan):
@@ -47,6 +64,62 @@ class TpAgreement:
         self.decisions: dict[str, deque[TpBatch]] = {c: deque() for c in self.follows}
         self.held = 0
         self._no_spec: dict[tuple[int, int], bool] = {}
+        self.dead = dead if dead is not None else set()  # the executor's ended requests
+        self.ending: dict[int, str] = {}  # cancelled here, kept until released: request → the Cancel's reason
+        self.released: dict[int, set[str]] = {}  # request → the followed components whose leader released it
+
+    # ---- cancels ---------------------------------------------------------------------------
+
+    def end(self, request: int, reason: str, post: Callable[[int, Message], None]) -> bool:
+        """This rank got `request`'s Cancel. As a leader: release it to the followers. True when the
+        drop must wait for this rank's leaders (`settle` hands it back); False: drop it now."""
+        if request in self.ending:
+            return True
+        self._release(request, post)
+        if not self.follows:
+            return False
+        for component, queue in self.decisions.items():  # between rounds: what has run is behind us
+            self._releases_at_head(component, queue)
+        if self.released.get(request, set()) >= self.follows.keys():
+            del self.released[request]
+            return False
+        self.ending[request] = reason
+        return True
+
+    def failed(self, request: int, post: Callable[[int, Message], None]) -> str | None:
+        """This rank fails `request` (dropped at once: fault isolation needs it gone). As a leader:
+        release it, unless its Cancel did. The reason of a Cancel that was waiting, if one was (to
+        acknowledge it now)."""
+        reason = self.ending.pop(request, None)
+        if reason is None:
+            self._release(request, post)
+        self.released.pop(request, None)
+        return reason
+
+    def _release(self, request: int, post: Callable[[int, Message], None]) -> None:
+        for component, followers in self.leads.items():
+            for follower in followers:
+                post(follower, TpBatch(component, "", [], [request]))
+
+    def settle(self) -> list[tuple[int, str]]:
+        """(request, its Cancel's reason) for every request now released by all its leaders: drop them.
+        Called between rounds only (after a round's batches ran, or on a message), never mid-round."""
+        for component, queue in self.decisions.items():
+            self._releases_at_head(component, queue)
+        done = [(r, why) for r, why in self.ending.items() if self.released.get(r, set()) >= self.follows.keys()]
+        for request, _ in done:
+            del self.ending[request]
+            self.released.pop(request, None)
+        return done
+
+    def _releases_at_head(self, component: str, queue: deque[TpBatch]) -> None:
+        """Record the releases at the head of a leader's decisions: every decision before them has run."""
+        while queue and queue[0].released:
+            for request in queue.popleft().released:
+                if request not in self.dead:
+                    self.released.setdefault(request, set()).add(component)
+
+    # ---- decisions -------------------------------------------------------------------------
 
     def decided(self, msg: TpBatch) -> None:
         self.decisions.setdefault(msg.component, deque()).append(msg)
@@ -68,15 +141,18 @@ class TpAgreement:
         if not self.active:
             return [], order
         out: list[Key] = []
+        held: list[Instance] = []
         for key in order:
             group = batches[key]
+            if key[0] in self.leads and self.ending and group:  # released requests' lanes are never decided
+                held += [i for i in group if i.request in self.ending]
+                group = batches[key] = [i for i in group if i.request not in self.ending]
             if key[0] in self.leads and group:
                 msg = TpBatch(key[0], key[1], [[i.request, i.key] for i in group])
                 for follower in self.leads[key[0]]:
                     post(follower, msg)
             if key[0] not in self.follows:
                 out.append(key)
-        held: list[Instance] = []
         for component in self.follows:
             held += self._follow(component, batches, out)
         self.held += len(held)
@@ -88,6 +164,9 @@ class TpAgreement:
         used: set[int] = set()
         queue = self.decisions[component]
         while queue:
+            self._releases_at_head(component, queue)  # recorded only: the drops wait for `settle`
+            if not queue:
+                break
             decision = queue[0]
             key = (component, decision.entry)
             at = here.get(key, {})  # only instances at this entry's RUN: the same instance may be at another
