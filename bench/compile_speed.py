@@ -2,13 +2,16 @@
 program, and the wall time of a cold `wgc check` process.
 
     python bench/compile_speed.py [--runs 20] [--lines 10000] [--cold-runs 10] [--no-plot]
+    python bench/compile_speed.py --cold-only --baseline REV [--cold-runs 10] [--load-workers 2]
 
-Prints a markdown table and writes bench/out/compile_speed.png (matplotlib, from the `bench`
-extra) and bench/out/compile_speed.json. Goal: a cold `wgc check models/bagel.walk` under 300 ms,
-reported next to `python -c pass` (the floor any Python command pays), measured in the same run,
-twice: with Python's bytecode cache filled (every run after the first, as after an install), and
-with wgc's own modules compiled from source (the first run after an edit). Model programs are
-50-200 lines; the generated program's lines/s is shown for scale, not held to a goal.
+Prints markdown tables and writes bench/out/compile_speed.png, bench/out/cold_check.png (matplotlib,
+from the `bench` extra) and bench/out/compile_speed.json. Goal: a cold `wgc check models/bagel.walk`
+under 300 ms, reported next to `python -c pass` (the floor any Python command pays), measured in
+the same run, twice: with Python's bytecode cache filled (every run after the first, as after an
+install), and with wgc's own modules compiled from source (the first run after an edit). The cold
+table (bench/cold_check.py) times `wgc/` at `--baseline` (default HEAD) and the working tree in
+alternation, quiet and under a CPU load it starts and stops itself. Model programs are 50-200
+lines; the generated program's lines/s is shown for scale, not held to a goal.
 """
 
 from __future__ import annotations
@@ -301,7 +304,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-runs", type=int, default=10, help="timed `wgc check` processes (median)")
     parser.add_argument("--cold-model", default="bagel.walk", help="model for the cold-process timing")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    parser.add_argument("--baseline", default="HEAD", help="git revision of the cold table's 'before' side")
+    parser.add_argument("--load-workers", type=int, default=os.cpu_count() or 2,
+                        help="busy-looping processes during the cold table's loaded rows")
+    parser.add_argument("--cold-only", action="store_true", help="only the cold before/after table")
     args = parser.parse_args(argv)
+    if args.cold_only:
+        return cold_table(args)
 
     from wgc.check import check_source
 
@@ -336,6 +345,35 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_plot:
         try:
             path = plot(timings, procs, OUT / "compile_speed.png")
+        except ImportError:
+            print("\nmatplotlib is not installed (pip install matplotlib, the `bench` extra): no plot", file=sys.stderr)
+        else:
+            print(f"\nplot: {path.relative_to(ROOT)}")
+    print()
+    return cold_table(args)
+
+
+def cold_table(args: argparse.Namespace) -> int:
+    """The cold `wgc check` before/after table (bench/cold_check.py), added to compile_speed.json."""
+    sys.path.insert(0, str(ROOT))
+    from bench import cold_check
+
+    model = f"models/{args.cold_model}"
+    rows, floors = cold_check.measure(model, args.baseline, args.cold_runs, args.load_workers)
+    print(cold_check.markdown(rows, floors, args.baseline, model, args.load_workers))
+    OUT.mkdir(parents=True, exist_ok=True)
+    report = OUT / "compile_speed.json"
+    data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
+    data["cold_before_after"] = {
+        "baseline": args.baseline, "model": model, "load_workers": args.load_workers, "floors_ms": floors,
+        "rows": [{"load": r.load, "mode": r.mode, "before_ms": r.median("before"), "after_ms": r.median("after"),
+                  "samples_ms": r.samples} for r in rows],
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
+    report.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if not args.no_plot:
+        try:
+            path = cold_check.plot(rows, OUT / "cold_check.png")
         except ImportError:
             print("\nmatplotlib is not installed (pip install matplotlib, the `bench` extra): no plot", file=sys.stderr)
         else:
