@@ -16,6 +16,12 @@ is one code path for both backends (tensor_edges.py); only these few calls diffe
 - a receive buffer is allocated on the receiver's device from the edge stream's pool and marked
   as used by the compute stream (`record_stream`), so the allocator does not hand its memory to
   the next receive while compute may still read it.
+
+What the CUDA half assumes and no GPU has confirmed yet (bench/gpu_check.sh runs its tests): the
+stream ordering of ProcessGroupNCCL's point-to-point operations stated above; that an edge's
+transfer and a tensor-parallel collective on the same GPU, which belong to different NCCL
+communicators, can make progress at the same time (NCCL warns that concurrent communicators may
+deadlock when they cannot); and, for two "hosts" on one GPU in the tests, distinct NCCL_HOSTIDs.
 """
 
 from __future__ import annotations
