@@ -35,6 +35,8 @@ SERVES: dict[str, tuple[str, ...]] = {
     "qwen3-omni-cpu2.toml": ("qwen3_omni",),
     "llama-cpu.toml": ("llama",),
     "llama-tp2-hosts.toml": ("llama",),
+    "bagel-tp2-hosts.toml": ("bagel",),
+    "qwen3-omni-tp2-hosts.toml": ("qwen3_omni",),
 }
 CASES = [(p, m) for p, models in SERVES.items() for m in models]
 

@@ -17,6 +17,7 @@ import pytest
 import torch
 from torch import Tensor
 from wgc.models import weights_io
+from wgc.models.bagel import llm as llm_module
 from wgc.models.bagel.config import IM_START, BagelLLMConfig
 from wgc.models.bagel.llm import LanguageModel
 from wgc.models.bagel.mot import MoTLM
@@ -121,7 +122,9 @@ def text_and_image(m: LanguageModel) -> tuple[list[int], Tensor, tuple[int, int]
 
 @pytest.mark.parametrize("tp", [2, 4])
 def test_the_component_at_tp_decodes_and_denoises_as_at_tp_1(tp: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llm_module, "init_random", lively)  # livelier weights than the preset's, on every rank
     (tokens, velocity, _), = run_component(1, text_and_image, monkeypatch)
+    assert len(set(tokens)) > 1  # the tokens vary: a wrong shard shows
     for got_tokens, got_velocity, heads in run_component(tp, text_and_image, monkeypatch):
         assert got_tokens == tokens
         torch.testing.assert_close(got_velocity, velocity, rtol=1e-6, atol=1e-6)  # the tiny preset runs float64
