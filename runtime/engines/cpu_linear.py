@@ -76,17 +76,20 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, packed: PackedWeight 
 class FusedWeight:
     """Several projections of one input as one product: their weights (and biases) concatenated along
     the output axis, made on first use and again whenever one of them changed (keyed like
-    PackedWeight), and packed in turn. A module that sets `fuses_projections` gets one per group
-    from `pack_linears` (SelfAttention: q/k/v; SwiGLU: gate/up, its `fusable_parts()`) when every part
-    is packed anyway (at least MIN_PACKED_WEIGHT): one oneDNN call instead of three (two) saves their
-    fixed cost of ~10 us each (the 34M shape: 1.5-6% of a decode step). Below that, on MKL's
-    products, fusing measured no gain at 32 rows and a 9% loss at one row on the 0.7M shape (the
-    fused gate/up crossing onto oneDNN, the fusion's own checks and views), so small modules keep
-    their separate products."""
+    PackedWeight). A module that sets `fuses_projections` gets one per group from `pack_linears`
+    (SelfAttention: q/k/v; SwiGLU: gate/up, its `fusable_parts()`). The fused product takes the path
+    its parts would: packed through oneDNN when every part is at least MIN_PACKED_WEIGHT (`packs`),
+    else F.linear (MKL) over the concatenation. One call instead of three (two) saves their fixed
+    cost: ~10 us each on oneDNN (the 34M shape: 1.5-6% of a decode step), ~1-2 us each on MKL, where
+    the 0.7M shape's gate/up as one [512, 128] product ran 5.2 us against 2 x 3.4 at one row and
+    15.3 against 2 x 8.5 at eight (bench/engine_speed.py's shapes; microbenchmarked, one thread).
+    The concatenation must not decide the path: the 0.7M gate/up, 65,536 elements fused, would cross
+    the threshold onto oneDNN, 9% slower at one row (measured when fusing was tried that way)."""
 
-    __slots__ = ("key", "weight", "bias", "packed")
+    __slots__ = ("key", "weight", "bias", "packed", "packs")
 
-    def __init__(self) -> None:
+    def __init__(self, packs: bool = True) -> None:
+        self.packs = packs  # every part is packed on its own: the fused product is too
         self.key: tuple[Any, ...] | None = None
         self.weight: Tensor | None = None
         self.bias: Tensor | None = None
@@ -106,7 +109,7 @@ class FusedWeight:
         return self.weight, self.bias
 
     def __deepcopy__(self, memo: dict[int, Any]) -> FusedWeight:
-        return FusedWeight()
+        return FusedWeight(self.packs)
 
 
 def fused_linear(x: Tensor, parts: tuple[nn.Linear, ...], fused: FusedWeight) -> Tensor:
@@ -114,7 +117,7 @@ def fused_linear(x: Tensor, parts: tuple[nn.Linear, ...], fused: FusedWeight) ->
     if torch.is_grad_enabled() and (x.requires_grad or any(p.weight.requires_grad for p in parts)):
         return torch.cat([p(x) for p in parts], dim=-1)  # autograd: the modules' own products
     weight, bias = fused.get(parts)
-    return linear(x, weight, bias, fused.packed)
+    return linear(x, weight, bias, fused.packed if fused.packs else None)
 
 
 class PackedLinear(nn.Linear):
@@ -133,10 +136,10 @@ def pack_linears(model: nn.Module) -> int:
         return 0
     count = 0
     for module in model.modules():
-        if (getattr(type(module), "fuses_projections", False) and not isinstance(getattr(module, "fused", None),
-                                                                                FusedWeight)
-                and all(p.weight.numel() >= MIN_PACKED_WEIGHT for p in module.fusable_parts())):
-            module.fused = FusedWeight()  # type: ignore[assignment]
+        if getattr(type(module), "fuses_projections", False) and not isinstance(getattr(module, "fused", None),
+                                                                               FusedWeight):
+            packs = all(p.weight.numel() >= MIN_PACKED_WEIGHT for p in module.fusable_parts())
+            module.fused = FusedWeight(packs)  # type: ignore[assignment]
         if type(module) is nn.Linear:
             module.__class__ = PackedLinear  # same Parameters, same state dict: only the forward differs
         elif not isinstance(module, PackedLinear) and not getattr(type(module), "packs_weight", False):

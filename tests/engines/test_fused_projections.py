@@ -1,7 +1,8 @@
 """Fused CPU projections (runtime/engines/cpu_linear.FusedWeight): q/k/v and gate/up as one product
-each, set by pack_linears where every part is packed anyway. They give the separate projections'
-values (to float rounding), follow a weight changed after the first use, stay off when packing is off
-and on small weights (the 0.7M shape), and a Llama decodes the same greedy tokens with them as without."""
+each, set by pack_linears. They give the separate projections' values (to float rounding), follow a
+weight changed after the first use, stay off when packing is off, take F.linear on small weights
+(the 0.7M shape: its fused gate/up, over the packing threshold as one tensor, must not cross onto
+oneDNN), and a Llama decodes the same greedy tokens with them as without."""
 
 from __future__ import annotations
 
@@ -60,12 +61,25 @@ def test_packing_off_leaves_the_projections_separate(monkeypatch: pytest.MonkeyP
     assert pack_linears(mlp) == 0 and mlp.fused is None
 
 
-def test_small_weights_keep_their_separate_products() -> None:
-    """The 0.7M shape's projections (under MIN_PACKED_WEIGHT each) are not fused: measured slower."""
-    model = LlamaModel(LlamaConfig.preset("tiny"))
+def test_small_weights_are_fused_on_f_linear_whatever_the_fused_size() -> None:
+    """The 0.7M shape's projections (each under MIN_PACKED_WEIGHT) are fused over F.linear: the
+    fused gate/up is MIN_PACKED_WEIGHT elements, yet never packed (oneDNN was 9% slower at one row)."""
+    torch.manual_seed(4)
+    plain = LlamaModel(LlamaConfig.preset("tiny")).eval()
+    model = copy.deepcopy(plain)
     pack_linears(model)
-    assert model.layers[0].mlp.gate_proj.weight.numel() < MIN_PACKED_WEIGHT
-    assert all(layer.self_attn.fused is None and layer.mlp.fused is None for layer in model.layers)
+    mlp, attn = model.layers[0].mlp, model.layers[0].self_attn
+    assert mlp.gate_proj.weight.numel() < MIN_PACKED_WEIGHT <= 2 * mlp.gate_proj.weight.numel()
+    assert all(isinstance(m.fused, FusedWeight) and not m.fused.packs
+               for layer in model.layers for m in (layer.self_attn, layer.mlp))
+    x = torch.randn(3, 128)
+    cos, sin = _cos_sin(3, attn.head_dim)
+    with torch.no_grad():
+        torch.testing.assert_close(mlp(x), plain.layers[0].mlp(x), atol=1e-6, rtol=1e-6)
+        for got, want in zip(attn.qkv(x, cos, sin), plain.layers[0].self_attn.qkv(x, cos, sin)):
+            torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
+    assert mlp.fused.weight is not None and mlp.fused.weight.numel() == MIN_PACKED_WEIGHT  # fused, used
+    assert mlp.fused.packed.tensor is None and attn.fused.packed.tensor is None  # and never packed
 
 
 def test_a_llama_decodes_the_same_greedy_tokens_fused() -> None:
