@@ -15,22 +15,44 @@ from wgc.lang.span import Span
 class Node:
     span: Span = field(compare=False, repr=False)
 
+    # One repr, one == and one hash for every node (the subclasses are declared with repr=False,
+    # eq=False): dataclasses compiles each generated method apart, and generating these three per
+    # class was half of this module's import time, which every `wgc check` pays. They mean what
+    # the generated ones mean: the fields in order, spans left out, and a node of another class is
+    # never equal.
     def __repr__(self) -> str:
-        # One repr for every node (the subclasses are declared with repr=False): generating one per
-        # class is a sixth of this module's import time, which every `wgc check` pays.
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
         return f"{type(self).__name__}({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return _compared(self) == _compared(other)
+
+    def __hash__(self) -> int:
+        return hash(_compared(self))
+
+
+_COMPARED: dict[type, tuple[str, ...]] = {}
+
+
+def _compared(node: Node) -> tuple[object, ...]:
+    """The values of `node`'s compared fields, as the tuple a generated __eq__/__hash__ builds."""
+    names = _COMPARED.get(type(node))
+    if names is None:
+        names = _COMPARED[type(node)] = tuple(f.name for f in fields(node) if f.compare)
+    return tuple([getattr(node, name) for name in names])
 
 
 # ---- types ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class DimInt(Node):
     value: int
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class TypeRef(Node):
     """`token`, `tokens`, `tensor[N, 64; bf16]`, `seq[token[16]]`: a name with arguments.
 
@@ -47,23 +69,23 @@ class TypeRef(Node):
 # ---- expressions ------------------------------------------------------------
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Name(Node):
     id: str
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class IntLit(Node):
     value: int
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class FloatLit(Node):
     value: float
     text: str
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class SizeLit(Node):
     """A parameter count such as `7.2B` (suffixes K, M, B, T)."""
 
@@ -71,35 +93,35 @@ class SizeLit(Node):
     text: str
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class StrLit(Node):
     value: str
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class BoolLit(Node):
     value: bool
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Attribute(Node):
     base: Expr
     attr: str
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Index(Node):
     base: Expr
     index: Expr
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class KeywordArg(Node):
     name: str
     value: Expr
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Call(Node):
     func: Expr
     args: tuple[Expr, ...]
@@ -118,18 +140,18 @@ class Call(Node):
         return given, label
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Recv(Node):
     stream: str
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Unary(Node):
     op: str  # "-" or "not"
     operand: Expr
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Binary(Node):
     op: str  # + - * / % == != < <= > >= in and or
     left: Expr
@@ -143,47 +165,47 @@ Expr = Name | IntLit | FloatLit | SizeLit | StrLit | BoolLit | Attribute | Index
 # ---- statements -------------------------------------------------------------
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Assign(Node):
     target: str
     value: Expr
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Send(Node):
     value: Expr
     stream: str
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Emit(Node):
     modality: str
     value: Expr
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Fork(Node):
     target: str
     source: str
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Return(Node):
     value: Expr
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class ExprStmt(Node):
     call: Call
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Carry(Node):
     name: str
     init: Expr | None
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class YieldItem(Node):
     kind: str  # "terminal" or "accumulated"
     name: str
@@ -195,7 +217,7 @@ class YieldItem(Node):
         return self.alias or self.name
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Loop(Node):
     """`loop N {}` (until is None) or `loop until C max N {}` (a DynamicLoop).
 
@@ -216,7 +238,7 @@ class Loop(Node):
         return self.until is not None
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Branch(Node):
     """One branch of a `parallel` block; `named` is False for a bare statement
     whose branch takes the name of the value it assigns."""
@@ -226,7 +248,7 @@ class Branch(Node):
     named: bool
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Parallel(Node):
     branches: tuple[Branch, ...]
 
@@ -237,32 +259,32 @@ Stmt = Assign | Send | Emit | Fork | Return | ExprStmt | Loop | Parallel
 # ---- declarations -----------------------------------------------------------
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Arg(Node):
     name: str
     type: TypeRef
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Entry(Node):
     name: str
     args: tuple[Arg, ...]
     returns: TypeRef | None
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Const(Node):
     name: str
     type: TypeRef
     value: Literal | None
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Labels(Node):
     names: tuple[str, ...]
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Attr(Node):
     """A component attribute (`weights = 7.2B`, `dtype = bf16`): data for placement."""
 
@@ -270,7 +292,7 @@ class Attr(Node):
     value: Literal | Name
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Component(Node):
     name: str
     cls: tuple[str, ...]
@@ -290,18 +312,18 @@ class Component(Node):
         return tuple(m for m in self.members if isinstance(m, Attr))
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Model(Node):
     name: str
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Import(Node):
     module: tuple[str, ...]
     alias: str
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Param(Node):
     name: str
     type: str
@@ -310,19 +332,19 @@ class Param(Node):
     choices: tuple[Literal, ...] | None = None
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class PolicyArg(Node):
     name: str | None
     value: int
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Policy(Node):
     name: str
     args: tuple[PolicyArg, ...]
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Stream(Node):
     name: str
     type: TypeRef
@@ -337,7 +359,7 @@ class Stream(Node):
     after_end_span: Span | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Walk(Node):
     name: str
     args: tuple[Arg, ...]
@@ -350,14 +372,14 @@ class Walk(Node):
 # ---- flows ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class FlowNode(Node):
     """`start`, `done`, or a walk / each-block name."""
 
     name: str
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Chain(Node):
     """`a -> b -> c when COND`: the condition guards leaving `a` along this chain."""
 
@@ -365,7 +387,7 @@ class Chain(Node):
     when: Expr | None
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class EachArm(Node):
     """`KIND -> w1 -> w2 when COND` inside an each-block (`_` matches any kind)."""
 
@@ -374,7 +396,7 @@ class EachArm(Node):
     when: Expr | None
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Each(Node):
     """`each NAME: VAR in EXPR { arms }`: runs, for every part in order, the first arm that matches."""
 
@@ -384,7 +406,7 @@ class Each(Node):
     arms: tuple[EachArm, ...]
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Flow(Node):
     name: str | None
     when: Expr | None
@@ -394,7 +416,7 @@ class Flow(Node):
 Decl = Model | Import | Param | Component | Stream | Walk | Flow
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class Program(Node):
     decls: tuple[Decl, ...]
 
