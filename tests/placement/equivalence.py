@@ -119,15 +119,23 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         old = old_package(args.rev, Path(tmp))
         new = importlib.import_module("wgc.placement")
-        importlib.import_module("old_placement.locate")
-        importlib.import_module("wgc.placement.locate")
+        for module in ("locate", "facts"):
+            importlib.import_module(f"old_placement.{module}")
+            importlib.import_module(f"wgc.placement.{module}")
         copies = Path(tmp) / "inputs"  # mutants are written beside the copies, never into the tree
         shutil.copytree(ROOT / "placements", copies / "placements")
         shutil.copytree(ROOT / "tests/placement/errors", copies / "errors")
         inputs = sorted(copies.rglob("*.toml"))
         progs = programs()
+        compared = differ = facts = 0
+        for path in sorted(ROOT.glob("**/*.walk")):  # the program facts, on every program in the tree
+            result = parse(path.read_text(encoding="utf-8"), str(path))
+            if result.program is not None and ".git" not in path.parts:
+                facts += 1
+                if dump(old.facts.program_facts(result.program)) != dump(new.facts.program_facts(result.program)):
+                    print(f"DIFFER facts {path}")
+                    differ += 1
         rng = random.Random(args.seed)
-        compared = differ = 0
         work = Path(tmp) / "mutants"
         for path in inputs:
             texts = [(path, None)]
@@ -158,8 +166,8 @@ def main() -> int:
                 finally:
                     if text is not None:
                         target.unlink(missing_ok=True)
-        print(f"| inputs | mutants each | programs | loads compared | differ |\n|---:|---:|---:|---:|---:|\n"
-              f"| {len(inputs)} | {args.mutants} | {len(progs)} | {compared} | {differ} |")
+        print(f"| inputs | mutants each | programs | loads and locates compared | program facts compared | differ |\n"
+              f"|---:|---:|---:|---:|---:|---:|\n| {len(inputs)} | {args.mutants} | {len(progs)} | {compared} | {facts} | {differ} |")
         return 1 if differ else 0
 
 

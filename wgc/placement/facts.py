@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
+from wgc.check.policies import POLICIES
 from wgc.lang import ast
 from wgc.lang.span import Span
 from wgc.placement.tables import TOKEN_BYTES
@@ -18,12 +19,7 @@ from wgc.placement.units import DEFAULT_DTYPE, DTYPE_BYTES
 
 # Element bytes of each sizable item type; a tensor's come from its dtype.
 ELEMENT_BYTES: dict[str, int] = {"token": TOKEN_BYTES, "scalar": 8, "action": 4}
-# Chunk policy → its argument names in positional order, and items one chunk holds.
-POLICY_ARGS: dict[str, tuple[str, ...]] = {
-    "fixed": ("size",),
-    "sliding": ("window", "stride"),
-    "left_context": ("left", "chunk"),
-}
+# Chunk policy → items one chunk holds (its argument names are the checker's, POLICIES).
 CHUNK_ITEMS = {
     "fixed": lambda a: a["size"],
     "sliding": lambda a: a["window"],
@@ -104,9 +100,10 @@ def program_facts(program: ast.Program) -> ProgramFacts:
     branches: dict[str, tuple[str, ...]] = {}
     for w in program.of(ast.Walk):
         if w.name not in walks:
-            calls = tuple(_calls(w.body, (), set(components), labels))
-            walks[w.name] = WalkFacts(w.name, w.span, calls)
-            branches[w.name] = tuple(dict.fromkeys(_branch_names(w.body)))
+            nodes = list(_nodes(w.body, ()))
+            calls = (_call(n, inside, set(components), labels) for n, inside in nodes)
+            walks[w.name] = WalkFacts(w.name, w.span, tuple(c for c in calls if c is not None))
+            branches[w.name] = tuple(dict.fromkeys(n.name for n, _ in nodes if isinstance(n, ast.Branch)))
     streams = {s.name: stream_facts(s) for s in reversed(program.of(ast.Stream))}
     return ProgramFacts(models[0].name if models else None, components, walks, dict(reversed(streams.items())), branches)
 
@@ -126,58 +123,34 @@ def _component(c: ast.Component) -> ComponentFacts:
     return ComponentFacts(c.name, c.engine, c.span, params, dtype, ints, c.labels(), spans)
 
 
-def _calls(body: tuple[ast.Stmt, ...], inside: tuple[str, ...], comps: set[str], labels: dict[str, str]) -> Iterator[CallSite]:
-    for stmt in body:
-        if isinstance(stmt, ast.Parallel):
-            for br in stmt.branches:
-                yield from _calls(br.body, (*inside, br.name), comps, labels)
-        elif isinstance(stmt, ast.Loop):
-            for e in (stmt.bound, stmt.until, *(c.init for c in stmt.carries)):
-                yield from (CallSite(n, inside) for n in _expr_calls(e, comps))
-            yield from _calls(stmt.body, inside, comps, labels)
-        elif isinstance(stmt, ast.Fork):
-            owner = labels.get(stmt.source) or labels.get(stmt.target)
-            if owner:
-                yield CallSite(owner, inside)
-        else:
-            value = stmt.call if isinstance(stmt, ast.ExprStmt) else getattr(stmt, "value", None)
-            yield from (CallSite(n, inside) for n in _expr_calls(value, comps))
+def _nodes(value: object, inside: tuple[str, ...]) -> Iterator[tuple[ast.Node, tuple[str, ...]]]:
+    """Every syntax node in `value` (a node or a tuple of them), parents first, with the names of
+    the `parallel` branches it is inside, outermost first."""
+    if isinstance(value, tuple):
+        for v in value:
+            yield from _nodes(v, inside)
+    elif isinstance(value, ast.Node):
+        inside = (*inside, value.name) if isinstance(value, ast.Branch) else inside
+        yield value, inside
+        for f in fields(value):
+            yield from _nodes(getattr(value, f.name), inside)
 
 
-def _expr_calls(e: ast.Expr | None, comps: set[str]) -> Iterator[str]:
-    if isinstance(e, ast.Call):
-        f = e.func
-        if isinstance(f, ast.Attribute) and isinstance(f.base, ast.Name) and f.base.id in comps:
-            yield f.base.id
-        else:
-            yield from _expr_calls(f, comps)
-        for a in (*e.args, *(k.value for k in e.kwargs)):
-            yield from _expr_calls(a, comps)
-    elif isinstance(e, (ast.Attribute, ast.Index)):
-        yield from _expr_calls(e.base, comps)
-        if isinstance(e, ast.Index):
-            yield from _expr_calls(e.index, comps)
-    elif isinstance(e, ast.Unary):
-        yield from _expr_calls(e.operand, comps)
-    elif isinstance(e, ast.Binary):
-        yield from _expr_calls(e.left, comps)
-        yield from _expr_calls(e.right, comps)
-
-
-def _branch_names(body: tuple[ast.Stmt, ...]) -> Iterator[str]:
-    for stmt in body:
-        if isinstance(stmt, ast.Parallel):
-            for br in stmt.branches:
-                yield br.name
-                yield from _branch_names(br.body)
-        elif isinstance(stmt, ast.Loop):
-            yield from _branch_names(stmt.body)
+def _call(node: ast.Node, inside: tuple[str, ...], comps: set[str], labels: dict[str, str]) -> CallSite | None:
+    """A call of a component (`llm.decode(...)`), or a `fork` of labels a component owns."""
+    if isinstance(node, ast.Fork):
+        owner = labels.get(node.source) or labels.get(node.target)
+        return CallSite(owner, inside) if owner else None
+    f = node.func if isinstance(node, ast.Call) else None
+    if isinstance(f, ast.Attribute) and isinstance(f.base, ast.Name) and f.base.id in comps:
+        return CallSite(f.base.id, inside)
+    return None
 
 
 def stream_facts(s: ast.Stream) -> StreamFacts:
-    names = POLICY_ARGS.get(s.policy.name)
+    names = POLICIES[s.policy.name].params if s.policy.name in POLICIES else ()
     chunk = least = None
-    if names is not None and len(s.policy.args) == len(names):
+    if names and len(s.policy.args) == len(names):
         values = {(a.name or names[i]): a.value for i, a in enumerate(s.policy.args)}
         if set(values) == set(names):
             chunk = CHUNK_ITEMS[s.policy.name](values)

@@ -3,7 +3,7 @@
 One pass: the text and its `extends` bases into one tree of located nodes (document.py), that
 tree into the typed structs of the schema (spec.py), the structs checked against each other and
 the program's facts into a `Placement` (cluster.py, placing.py, engines.py), then the memory fit
-(memory.py, fit.py).
+(memory.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from wgc.placement.cluster import build_cluster, build_transport, warn_tp_across
 from wgc.placement.document import Node, load_with_bases
 from wgc.placement.facts import ProgramFacts, program_facts
 from wgc.placement.fields import Ctx
-from wgc.placement.fit import fit_diagnostics
-from wgc.placement.memory import estimate
+from wgc.placement.memory import estimate, fit_diagnostics
 from wgc.placement.placing import check_routing, place_components, place_streams, place_walks
 from wgc.placement.schema import Placement, Serve
 from wgc.placement.spec import LIMIT_KEYS, ClusterTable, TopTable, read

@@ -1,8 +1,15 @@
-"""Per-rank memory estimate: weights, KV pools, CUDA-graph pools, stream buffers, runtime reserve.
+"""Per-rank memory estimate: weights, KV pools, CUDA-graph pools, stream buffers, runtime reserve;
+and whether the plan fits.
 
 Each line keeps the arithmetic that produced it, so a rank that does not fit can print why, and
 `wgc inspect` can show the same table. The graph-pool and reserve constants are estimates
 (documented in docs/placement.md); everything else follows from the program and the placement.
+
+The fit's diagnostics: a rank over budget (with the arithmetic), a KV pool shorter than one
+sequence or one page, a max_batch its pool cannot hold, a stream whose buffer cannot be sized.
+Bounded ranks are checked against their memory. A CPU rank without `cluster.memory` runs tiny
+presets whose sizes are not the ones the program declares, so its table is shown but checked
+only against what no rank can hold: MAX_SIZE in all, and a KV pool of less than one page.
 """
 
 from __future__ import annotations
@@ -10,10 +17,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from wgc.diag.diagnostic import Diagnostic, Note
 from wgc.lang import ast
 from wgc.placement.facts import ComponentFacts, ProgramFacts, StreamFacts, item_bytes, program_facts, stream_facts
 from wgc.placement.schema import ComponentPlacement, Placement
-from wgc.placement.tables import DEFAULT_STREAM_CAPACITY
+from wgc.placement.tables import DEFAULT_STREAM_CAPACITY, MAX_SIZE
 from wgc.placement.units import fmt_bytes, fmt_count
 
 # CUDA-graph pool per captured bucket b: a fixed cost (graph, workspaces) plus the bucket's live
@@ -147,16 +155,12 @@ def _kv_pool(comp: ComponentPlacement, f: ComponentFacts, rank: int, memory: int
 
 
 def _graphs(comp: ComponentPlacement, f: ComponentFacts) -> MemoryLine:
-    buckets = comp.engine.cuda_graph_buckets
-    hidden = f.ints.get("hidden")
-    fixed = len(buckets) * GRAPH_FIXED_BYTES
-    formula = f"{len(buckets)} × {fmt_bytes(GRAPH_FIXED_BYTES)}"
-    total = fixed
+    buckets, hidden = comp.engine.cuda_graph_buckets, f.ints.get("hidden")
+    total, formula = len(buckets) * GRAPH_FIXED_BYTES, f"{len(buckets)} × {fmt_bytes(GRAPH_FIXED_BYTES)}"
     if hidden:
-        act = sum(buckets) * hidden * f.dtype_bytes * GRAPH_ACTIVATION_FACTOR // comp.tp
+        total += sum(buckets) * hidden * f.dtype_bytes * GRAPH_ACTIVATION_FACTOR // comp.tp
         tp = f" / tp {comp.tp}" if comp.tp > 1 else ""
         formula += f" + {sum(buckets)} × {hidden} × {f.dtype_bytes} B × {GRAPH_ACTIVATION_FACTOR}{tp}"
-        total += act
     return MemoryLine("cuda graphs", comp.name, total, formula + f" (buckets {', '.join(map(str, buckets))})")
 
 
@@ -169,9 +173,7 @@ def stream_capacity(stream: StreamFacts, placement: Placement) -> int:
     settings = placement.stream(stream.name)
     if settings is not None and settings.capacity is not None:
         return settings.capacity
-    if stream.capacity is not None:
-        return stream.capacity
-    return max(DEFAULT_STREAM_CAPACITY, 2 * (stream.chunk_items or 1))
+    return stream.capacity if stream.capacity is not None else max(DEFAULT_STREAM_CAPACITY, 2 * (stream.chunk_items or 1))
 
 
 def _stream(stream: StreamFacts, placement: Placement, facts: ProgramFacts, consumer: ComponentPlacement) -> tuple[MemoryLine, str]:
@@ -185,3 +187,73 @@ def _stream(stream: StreamFacts, placement: Placement, facts: ProgramFacts, cons
         return MemoryLine("stream", stream.name, 0, f"item size unknown: {how} (counted as 0)"), how
     capacity, requests = stream_capacity(stream, placement), consumer.engine.max_batch
     return MemoryLine("stream", stream.name, capacity * size * requests, f"{capacity} items × {how} × {requests} requests"), ""
+
+
+# What to change when a kind of memory line is the largest on a rank that does not fit.
+ADVICE: dict[str, str] = {
+    "weights": "raise its tp, or move it or another component to another rank",
+    "kv pool": "lower its kv_memory_fraction or kv_memory",
+    "cuda graphs": "capture fewer or smaller cuda_graph_buckets",
+    "stream": "lower the stream's capacity in [streams.NAME]",
+    "reserve": "use a device with more memory",
+}
+
+
+def fit_diagnostics(table: MemoryTable, placement: Placement, facts: ProgramFacts) -> list[Diagnostic]:
+    out = _over_budget(table, placement)
+    bounded = {r.rank for r in table.ranks if r.budget is not None}
+    for kv in table.kv:
+        found = _kv_problem(kv, kv.rank in bounded, placement, facts)
+        if found is not None:
+            out.append(found)
+    for name, why in table.unsized if bounded else ():
+        settings = placement.stream(name)
+        where = settings.span if settings else facts.streams[name].span
+        out.append(Diagnostic(
+            "P021", f"cannot size the buffer of stream `{name}`: {why}", where,
+            (f'set [streams.{name}] dims = {{ NAME = SIZE }} (`"_" = SIZE` for wildcards), or item_bytes',),
+        ))
+    return out
+
+
+def _over_budget(table: MemoryTable, placement: Placement) -> list[Diagnostic]:
+    """P022 for each rank over its memory; an unbounded rank is held to MAX_SIZE (no rank holds more)."""
+    out = []
+    for rank in table.ranks:
+        budget = MAX_SIZE if rank.budget is None else rank.budget
+        if rank.total <= budget:
+            continue
+        has = f"has {fmt_bytes(budget)} ({rank.budget_source})" if rank.budget is not None else \
+            f"no rank holds more than {fmt_bytes(MAX_SIZE)}"
+        message = f"rank {rank.rank} needs {fmt_bytes(rank.total)} but {has}: {fmt_bytes(rank.total - budget)} over"
+        biggest = max(rank.lines, key=lambda line: line.bytes)
+        advice = f"the largest item is the {biggest.kind} of {biggest.owner or 'the runtime'}: {ADVICE[biggest.kind]}"
+        out.append(Diagnostic("P022", message, placement.cluster.memory_span, (*rank.render(), advice)))
+    return out
+
+
+def _kv_problem(kv: KvCapacity, bounded: bool, placement: Placement, facts: ProgramFacts) -> Diagnostic | None:
+    """A pool below one page (any rank); on a bounded rank, below one sequence, or fewer pages than max_batch."""
+    comp = placement.component(kv.component)
+    where = comp.span if comp else placement.cluster.memory_span
+    if kv.page_bytes is not None and kv.pool < kv.page_bytes:
+        return Diagnostic(
+            "P023", f"the KV pool of `{kv.component}` on rank {kv.rank} is {fmt_bytes(kv.pool)}, less than one page "
+            f"({kv.page_formula} = {fmt_bytes(kv.page_bytes)}): every request would fail", where,
+            (f"raise kv_memory of this component to at least {fmt_bytes(kv.page_bytes)}, or lower its page_size",))
+    if not bounded or kv.tokens is None:
+        return None
+    if kv.max_seq_len is not None and kv.tokens < kv.max_seq_len:
+        declared = facts.components[kv.component].attr_spans.get("max_seq_len")
+        notes = (Note(f"max_seq_len of `{kv.component}` is declared here", declared),) if declared else ()
+        return Diagnostic(
+            "P023", f"the KV pool of `{kv.component}` on rank {kv.rank} holds {kv.tokens:,} tokens, "
+            f"fewer than one sequence of max_seq_len {kv.max_seq_len:,}", where,
+            ("raise kv_memory_fraction or kv_memory of this component",), notes)
+    batch = comp.engine.max_batch if comp else 0
+    if kv.pages is not None and batch > kv.pages:
+        return Diagnostic(
+            "P018", f"max_batch {batch:,} of `{kv.component}` is more than the {kv.pages:,} pages its KV pool holds "
+            f"on rank {kv.rank}: a batch of {batch:,} requests, each holding a page at least, can never form", where,
+            (f"lower max_batch to at most {kv.pages:,}, or raise the KV pool",))
+    return None

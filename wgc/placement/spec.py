@@ -18,7 +18,7 @@ known, so that every rank set is checked against it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, TypeVar, dataclass_transform
 
 from wgc.diag.sink import did_you_mean
 from wgc.lang.span import Span
@@ -39,10 +39,6 @@ from wgc.placement.fields import (
     string,
 )
 from wgc.placement.tables import (
-    DEFAULT_BIND,
-    DEFAULT_PAGE_SIZE,
-    DEFAULT_PORT,
-    DEFAULT_PREFIX_CACHING,
     DEVICE_KINDS,
     INTER_HOST,
     INTRA_HOST,
@@ -58,17 +54,22 @@ Entry = tuple[Any, Node]  # a `map_of` value and the node it was read from
 T = TypeVar("T", bound="Table")
 
 
-def key(read: Reader, *, required: bool = False, default: object = None) -> Any:
-    """A struct field that is a key of its table, read by `read`. The field is None unless the
-    file gives a valid value; `default` is what `Table.get` answers then."""
-    return field(default=None, metadata={"read": read, "required": required, "default": default})
+def key(reader: Reader | type[Table], *, required: bool = False, default: object = None) -> Any:
+    """A struct field that is a key of its table, read by `reader` (a struct: a nested table). The
+    field is None unless the file gives a valid value; `default` is what `Table.get` answers then."""
+    return field(default=None, metadata={"read": _reader(reader), "required": required, "default": default})
 
 
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(key,))
 @dataclass(frozen=True, kw_only=True)
 class Table:
-    """A TOML table read into a struct: its fields, and the node for the spans of its keys."""
+    """A TOML table read into a struct: its fields, and the node for the spans of its keys. Each
+    subclass is a frozen dataclass, its fields the keys of its table."""
 
     node: Node = field(repr=False, compare=False)
+
+    def __init_subclass__(cls) -> None:
+        dataclass(frozen=True, kw_only=True)(cls)
 
     def get(self, name: str) -> Any:
         """The value given, else the key's default (an empty string counts as not given)."""
@@ -118,8 +119,9 @@ def _is_table(node: Node, ctx: Ctx) -> bool:
     return node.is_table
 
 
-def table(struct: type[Table]) -> Reader:
-    return lambda node, ctx: read(node, struct, ctx)
+def _reader(of: Reader | type[Table]) -> Reader:
+    """A reader as given, or the one that reads a nested table as struct `of`."""
+    return (lambda node, ctx: read(node, of, ctx)) if isinstance(of, type) else of
 
 
 def raw(node: Node, ctx: Ctx) -> Node:
@@ -127,8 +129,9 @@ def raw(node: Node, ctx: Ctx) -> Node:
     return node
 
 
-def map_of(value: Reader) -> Reader:
+def map_of(of: Reader | type[Table]) -> Reader:
     """A table keyed by program names: name → (value, node), the valid entries only."""
+    value = _reader(of)
 
     def read_map(node: Node, ctx: Ctx) -> dict[str, Entry] | None:
         if not _is_table(node, ctx):
@@ -157,30 +160,27 @@ def ranks_or(struct: type[T]) -> Reader:
 _COUNT = integer(1, MAX_COUNT)
 
 
-@dataclass(frozen=True, kw_only=True)
 class EngineTable(Table):
     """`[defaults.engine]`, `[components.X.engine]`: merged by `engines.py`."""
 
     kv_memory_fraction: float | None = key(number)
     kv_memory: int | None = key(size)
-    page_size: int | None = key(integer(1), default=DEFAULT_PAGE_SIZE)
+    page_size: int | None = key(integer(1), default=16)
     cuda_graph_buckets: Ranks | None = key(int_list(1, MAX_BATCH), default=())
     max_batch: int | None = key(integer(1, MAX_BATCH))  # default: the largest bucket, else DEFAULT_MAX_BATCH
     token_budget: int | None = key(integer(1, MAX_TOKEN_BUDGET))  # default: DEFAULT_TOKEN_BUDGET, at least max_batch
-    prefix_caching: bool | None = key(boolean, default=DEFAULT_PREFIX_CACHING)
+    prefix_caching: bool | None = key(boolean, default=True)
 
 
-@dataclass(frozen=True, kw_only=True)
 class HostTable(Table):
     """`[[cluster.hosts]]`: one machine, the ranks it runs and its workers' environment."""
 
     name: str | None = key(string, required=True)
-    address: str | None = key(string, default=DEFAULT_BIND)
+    address: str | None = key(string, default="127.0.0.1")
     ranks: Ranks | None = key(rank_set, required=True)
     env: dict[str, Entry] | None = key(map_of(string))  # NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, ...
 
 
-@dataclass(frozen=True, kw_only=True)
 class ClusterTable(Table):
     device: str | None = key(choice(DEVICE_KINDS, "device kind"), required=True)
     gpu: str | None = key(string)
@@ -189,42 +189,36 @@ class ClusterTable(Table):
     hosts: Node | None = key(raw)  # read as HostTable once `ranks` is known
 
 
-@dataclass(frozen=True, kw_only=True)
 class DefaultsTable(Table):
     ranks: Ranks | None = key(rank_set)
-    engine: EngineTable | None = key(table(EngineTable))
+    engine: EngineTable | None = key(EngineTable)
 
 
-@dataclass(frozen=True, kw_only=True)
 class ComponentTable(Table):
     ranks: Ranks | None = key(rank_set, required=True)
     tp: int | None = key(integer(1), default=1)
     routing: str | None = key(choice(ROUTING_POLICIES, "routing policy"))
-    engine: EngineTable | None = key(table(EngineTable))
+    engine: EngineTable | None = key(EngineTable)
 
 
-@dataclass(frozen=True, kw_only=True)
 class WalkTable(Table):
     components: dict[str, Entry] | None = key(map_of(rank_set))
     branches: dict[str, Entry] | None = key(map_of(rank_set))
 
 
-@dataclass(frozen=True, kw_only=True)
 class StreamTable(Table):
     capacity: int | None = key(integer(1))
     item_bytes: int | None = key(integer(1))
     dims: dict[str, Entry] | None = key(map_of(integer(1)))
 
 
-@dataclass(frozen=True, kw_only=True)
 class TransportTable(Table):
     intra_host: str | None = key(choice(INTRA_HOST, "intra-host transport"))  # default: DEFAULT_TRANSPORT[device]
     inter_host: str | None = key(choice(INTER_HOST, "inter-host transport"))
-    bind: str | None = key(string, default=DEFAULT_BIND)
-    port: int | None = key(integer(1, 65535), default=DEFAULT_PORT)
+    bind: str | None = key(string, default="127.0.0.1")
+    port: int | None = key(integer(1, 65535), default=29500)
 
 
-@dataclass(frozen=True, kw_only=True)
 class ServeTable(Table):
     """`[serve]`: the modules `wgc run` may import, and the HTTP frontend's request limits
     (runtime/http/admission/limits.py says what each bounds; `--limit NAME=VALUE` overrides it)."""
@@ -248,15 +242,14 @@ class ServeTable(Table):
 LIMIT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ServeTable) if f.name.startswith("max_"))
 
 
-@dataclass(frozen=True, kw_only=True)
 class TopTable(Table):
     """The file. `extends` is consumed by `extends.py` before this is read."""
 
     cluster: Node | None = key(raw, required=True)  # read first, as ClusterTable
     model: str | None = key(string)
-    defaults: DefaultsTable | None = key(table(DefaultsTable))
+    defaults: DefaultsTable | None = key(DefaultsTable)
     components: dict[str, Entry] | None = key(map_of(ranks_or(ComponentTable)))
-    walks: dict[str, Entry] | None = key(map_of(table(WalkTable)))
-    streams: dict[str, Entry] | None = key(map_of(table(StreamTable)))
-    transport: TransportTable | None = key(table(TransportTable))
-    serve: ServeTable | None = key(table(ServeTable))
+    walks: dict[str, Entry] | None = key(map_of(WalkTable))
+    streams: dict[str, Entry] | None = key(map_of(StreamTable))
+    transport: TransportTable | None = key(TransportTable)
+    serve: ServeTable | None = key(ServeTable)

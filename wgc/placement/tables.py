@@ -37,16 +37,12 @@ DEFAULT_TRANSPORT: dict[str, tuple[str, str]] = {  # device → (intra_host, int
     "cpu": ("shm", "gloo"),
     "cuda": ("cuda_ipc", "nccl"),
 }
-DEFAULT_BIND = "127.0.0.1"
-DEFAULT_PORT = 29500
 
-# Engine defaults (a component's `engine` table and `[defaults.engine]` override them).
-DEFAULT_PAGE_SIZE = 16
+# Engine defaults computed from other keys (the plain ones are in the schema, spec.py).
 DEFAULT_MAX_BATCH = 16  # when no CUDA-graph buckets are given; else the largest bucket
 # Tokens a kv component may write per scheduling round (decodes 1 each, prompt chunks their
 # length), by device kind; raised to max_batch when that is larger (a round of decodes must fit).
 DEFAULT_TOKEN_BUDGET: dict[str, int] = {"cpu": 512, "cuda": 8192}
-DEFAULT_PREFIX_CACHING = True
 
 # Streams: default capacity in items (at least two chunks), and the size of item types.
 DEFAULT_STREAM_CAPACITY = 64
