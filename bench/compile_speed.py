@@ -367,7 +367,9 @@ def cold_table(args: argparse.Namespace) -> int:
     data["cold_before_after"] = {
         "baseline": args.baseline, "model": model, "load_workers": args.load_workers, "floors_ms": floors,
         "rows": [{"load": r.load, "mode": r.mode, "before_ms": r.median("before"), "after_ms": r.median("after"),
-                  "samples_ms": r.samples} for r in rows],
+                  "samples_ms": r.samples,
+                  "cpu_before_ms": r.cpu_median("before"), "cpu_after_ms": r.cpu_median("after"), "cpu_ms": r.cpu}
+                 for r in rows],
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
     }
     report.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
