@@ -57,7 +57,7 @@ from wgc.models.bagel.weights import KNOB, Checkpoint
 from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.layers.presets import TinyPreset
 from wgc.models.layers.tensor_parallel import component_group
-from wgc.models.layers.tp_cuts import local_heads
+from wgc.models.layers.tp_cuts import check_degree, local_heads
 from wgc.models.layers.tp_shard import shard_in_place
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.components.base import PARTIAL, Call, CallError
@@ -102,6 +102,7 @@ class LanguageModel(TinyPreset, KVComponent):
             self.config = c = checkpoint.llm_config
         else:
             self.config = c = config if config is not None else BagelLLMConfig.preset(preset or "tiny")
+        check_degree(f"bagel {spec.name}", spec.tp, c.heads, c.kv_heads, c.intermediate)
         self.dtype = self._dtype()
         self.out_dtype = torch.float32 if self.dtype == torch.float64 else self.dtype  # of the latents it returns
         if checkpoint is not None:

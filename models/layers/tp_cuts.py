@@ -61,6 +61,22 @@ def check_experts(experts: int, tp: int) -> None:
         raise ValueError(f"tp = {tp} does not divide the {experts} experts (each rank holds experts / tp whole)")
 
 
+def check_degree(what: str, tp: int, heads: int, kv_heads: int, intermediate: int | None = None,
+                 experts: int | None = None) -> None:
+    """ValueError naming `what` (a component) for a degree its layers cannot be split by: checked before
+    anything is built or read, so a wrong tp fails start-up in one line."""
+    if tp == 1:
+        return
+    try:
+        check_heads(heads, kv_heads, tp)
+        if intermediate is not None:
+            check_mlp(intermediate, tp)
+        if experts is not None:
+            check_experts(experts, tp)
+    except ValueError as err:
+        raise ValueError(f"{what}: {err}") from None
+
+
 def attention_cuts(prefix: str, heads: int, kv_heads: int, head_dim: int, tp: int, rank: int,
                    suffixes: tuple[str, ...] = ("",)) -> dict[str, Part]:
     """The weights of one attention module under `prefix` (e.g. "layers.0.self_attn."), for every

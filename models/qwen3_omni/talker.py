@@ -56,7 +56,7 @@ from torch import Tensor
 from wgc.models.layers import init_random
 from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.layers.tensor_parallel import component_group
-from wgc.models.layers.tp_cuts import local_heads
+from wgc.models.layers.tp_cuts import check_degree, local_heads
 from wgc.models.layers.tp_shard import shard_in_place
 from wgc.models.qwen3_omni import talker_inputs as ti
 from wgc.models.qwen3_omni import talker_model as tm
@@ -105,6 +105,7 @@ class Talker(KVComponent):
             self.config = c = checkpoint.talker_config
         else:
             self.config = c = config if config is not None else TalkerConfig.preset(preset or "tiny")
+        check_degree(f"qwen3_omni {spec.name}", spec.tp, c.heads, c.kv_heads, c.shared_intermediate, c.experts)
         self.dtype = self._dtype()
         if checkpoint is not None:
             self.model = checkpoint.load_talker(lambda: tm.TalkerModel(c), self.torch_device, self.dtype,

@@ -55,7 +55,7 @@ from wgc.models.layers import init_random
 from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.layers.presets import TinyPreset
 from wgc.models.layers.tensor_parallel import component_group
-from wgc.models.layers.tp_cuts import local_heads
+from wgc.models.layers.tp_cuts import check_degree, local_heads
 from wgc.models.layers.tp_shard import shard_in_place
 from wgc.models.qwen3_omni import chat, positions
 from wgc.models.qwen3_omni.config import ThinkerConfig, VocabMap
@@ -109,6 +109,7 @@ class Thinker(TinyPreset, KVComponent):
             self.config = c = checkpoint.thinker_config
         else:
             self.config = c = config if config is not None else ThinkerConfig.preset(preset or "tiny")
+        check_degree(f"qwen3_omni {spec.name}", spec.tp, c.heads, c.kv_heads, experts=c.experts)
         self.dtype = self._dtype()
         if checkpoint is not None:
             self.model = checkpoint.load("thinker", lambda: ThinkerLM(c), self.torch_device, self.dtype,

@@ -154,3 +154,9 @@ def test_a_ranks_own_read_equals_the_whole_checkpoint_cut(miniature: Path, rank:
     assert not split, f"read whole: {split}"
     held = sum(p.numel() for p in own.parameters())
     assert sum(reads.sliced.values()) + sum(reads.whole.values()) == held  # exactly the shard's elements
+
+
+def test_a_degree_the_mot_cannot_be_split_by_is_refused_naming_the_component(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tp_group, "group_for", lambda name: Rank(0, 3))
+    with pytest.raises(ValueError, match=r"^bagel llm: tp = 3 does not divide the 4 attention heads$"):
+        LanguageModel(tp_spec(3), 0, "cpu", preset="tiny")

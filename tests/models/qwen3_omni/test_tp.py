@@ -207,3 +207,17 @@ def test_a_ranks_own_read_equals_the_whole_checkpoint_cut(miniature: Path, part:
     if part == "thinker":
         held = sum(p.numel() for p in own.parameters())
         assert sum(fetched.values()) == held  # exactly the shard's elements
+
+
+@pytest.mark.parametrize(("build", "tp", "config", "message"), [
+    (Thinker, 8, None, "qwen3_omni thinker: tp = 8 does not divide the 4 attention heads"),
+    (Thinker, 8, replace(THINKER, heads=8, kv_heads=8), "qwen3_omni thinker: tp = 8 does not divide the 4 experts"),
+    (Talker, 4, None, "qwen3_omni talker: tp = 4 does not divide the 2 attention heads"),
+])
+def test_a_degree_a_decoder_cannot_be_split_by_is_refused_naming_the_component(
+        build: Any, tp: int, config: Any, message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tp_group, "group_for", lambda name: Rank(0, tp))
+    base = spec() if build is Thinker else talker_spec()
+    kw = {"config": config} if config is not None else {"preset": "tiny"}
+    with pytest.raises(ValueError, match=f"^{message}"):
+        build(msgspec.structs.replace(base, ranks=list(range(tp)), tp=tp), 0, "cpu", **kw)
