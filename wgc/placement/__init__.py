@@ -4,10 +4,11 @@
     table = estimate_memory(placement, program)   # per-rank memory, as `wgc inspect` shows it
 
 The life of a placement file, in one pass (`load.py`): document (tomllib values + `locate`
-positions) → extends (bases merged) → the schema (`spec.py`: one typed struct per table, each key
+positions, `extends` bases merged) → the schema (`spec.py`: one typed struct per table, each key
 with its reader, bounds and default) → the rules between keys and against the program's facts
-(`cluster.py`, `placing.py`, `engines.py`) → fit (memory table, arithmetic per rank). Codes
-P001.. are in `codes.py`.
+(`cluster.py`, `placing.py`, `engines.py`) → fit (`memory.py`: the memory table, arithmetic per
+rank). Codes P001.. and the warnings W1xx are in `codes.py`; a placement that loads carries its
+warnings in `Placement.warnings`.
 """
 
 from wgc.placement.codes import PLACEMENT_CODES

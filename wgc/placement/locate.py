@@ -93,13 +93,10 @@ class _Scanner:
             self.skip(_BLANK)
             if self.i >= len(self.s):
                 return
-            before = self.i
             if self.peek() == "[":
                 table = self.header()
             else:
-                self.keyval(table)
-            if self.i == before:
-                raise _Stuck(self.i)
+                self.keyval(table)  # never empty: a key is at least one character
 
     def header(self) -> KeyPath:
         start = self.i

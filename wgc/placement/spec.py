@@ -243,7 +243,7 @@ LIMIT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ServeTable) if f.name
 
 
 class TopTable(Table):
-    """The file. `extends` is consumed by `extends.py` before this is read."""
+    """The file. `extends` is consumed by `document.py` before this is read."""
 
     cluster: Node | None = key(raw, required=True)  # read first, as ClusterTable
     model: str | None = key(string)
