@@ -9,9 +9,11 @@ their traffic goes over NCCL's socket transport as between hosts. The header/pay
 receive only when the header says the bytes are coming (a Gloo or NCCL op whose peer never posts its
 half waits the group timeout and closes the pair), so the receiver may be slower than the timeout.
 
-The runtime rows time a round trip per message (the receiver decodes it, checks every value and
-device, and answers with one byte on ZeroMQ): a Data message holding a latent on the rank's device
-and a CPU step counter (which stays a ZeroMQ frame on an NCCL edge).
+The runtime rows (bench/gpu_edge_rows.py) time a round trip per message (the receiver decodes it,
+checks every value and device, and answers with one byte on ZeroMQ): a Data message holding a
+latent on the rank's device and a CPU step counter (which stays a ZeroMQ frame on an NCCL edge);
+then both ranks send each other large messages at once, which one NCCL group for both directions
+could deadlock on.
 
     python bench/gpu_multinode.py [--backend nccl|gloo] [--n 200]
 
@@ -29,14 +31,15 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.gpu_edge_rows import BIG, BOTH_WAYS, runtime_rows  # noqa: E402
+
 ADDRESSES = ("127.0.0.2", "127.0.0.3")
 STORE_PORT = 29800
 HEADER_PORT = 29811
-RUNTIME_PORT = 29840  # the runtime rows' plan: its store here, the ranks' sockets at +10 + rank
 SIZES = [(2048,), (4096, 64)]  # a hidden state, a latent
 
 
@@ -104,10 +107,10 @@ def rank_main(backend: str, rank: int, n: int) -> None:
             pg.recv([buf], 0, 0).wait()
             bad += int(not bool((buf == head["seq"]).all()))  # this header's own payload, in order
     ctx.destroy(linger=0)
-    runtime, wrong = runtime_rows(backend, rank, n)
+    runtime, both_us, wrong = runtime_rows(backend, rank, n, SIZES)
     bad += wrong
     if rank == 0:
-        _report(backend, times, sent, runtime)
+        _report(backend, times, sent, runtime, both_us)
     if bad:
         print(f"rank {rank}: {bad} tensors arrived wrong", file=sys.stderr)
     sys.stdout.flush()
@@ -115,7 +118,7 @@ def rank_main(backend: str, rank: int, n: int) -> None:
 
 
 def _report(backend: str, times: list[float], sent: list[tuple[tuple[int, ...], float]],
-            runtime: list[tuple[tuple[int, ...], float, float]]) -> None:
+            runtime: list[tuple[tuple[int, ...], float, float]], both_us: float) -> None:
     print(f"| all_reduce [1, 4096] f32 ({backend}) | {1e6 * statistics.median(times):.0f} | |")
     for shape in SIZES:
         got = [s for sh, s in sent if sh == shape]
@@ -124,97 +127,8 @@ def _report(backend: str, times: list[float], sent: list[tuple[tuple[int, ...], 
         print(f"| runtime edge: header on ZeroMQ + {backend} payload {list(shape)} f32, round trip | "
               f"{edge_us:.0f} | {edge_us / zmq_us:.2f} |")
         print(f"| runtime ZeroMQ frames via host memory {list(shape)} f32, round trip | {zmq_us:.0f} | 1.00 |")
+    print(f"| runtime edge both ways at once: {BOTH_WAYS} x {list(BIG)} f32 each way, all in | {both_us:.0f} | |")
     _plot(backend, runtime)
-
-
-def _message(i: int, shape: tuple[int, ...], device: str, kind: str) -> Any:
-    import torch
-    from wgc.runtime.protocol.messages import Data
-
-    return Data(i, str(shape), kind, {"z": torch.full(shape, float(i), device=device), "step": torch.tensor(i)})
-
-
-def _check(msg: Any, device: str) -> bool:
-    """This message's own values, the latent on `device`, the counter on the CPU. A message that came
-    as ZeroMQ frames is moved to the device first, as a component would (the baseline pays for it)."""
-    z, step = msg.value["z"], msg.value["step"]
-    if msg.tag == "zmq":
-        z = z.to(device)
-    return bool(str(z.device) == device and step.device.type == "cpu" and int(step) == msg.request
-                and (z == float(msg.request)).all())
-
-
-def runtime_rows(backend: str, rank: int, n: int) -> tuple[list[tuple[tuple[int, ...], float, float]], int]:
-    """(shape, edge round trip us, ZeroMQ round trip us) per size, medians, the two kinds alternating;
-    and how many messages arrived wrong."""
-    import zmq
-    from wgc.runtime.process import wire
-    from wgc.runtime.process.store import HeadStore
-    from wgc.runtime.process.tensor_edges import Edges
-    from wgc.runtime.protocol.codec import Codec
-
-    from tests.runtime.loopback_plans import plan_of
-
-    device = "cuda:0" if backend == "nccl" else "cpu"  # each "host" has its one GPU at index 0
-    plan = plan_of([[device], [device]], inter=backend, port=RUNTIME_PORT)
-    store = HeadStore(plan) if rank == 0 else None
-    edges = Edges(plan, rank, lambda line: print(line, file=sys.stderr))
-    ctx = zmq.Context()
-    pull = wire.pull_socket(ctx, f"tcp://{ADDRESSES[rank]}:{RUNTIME_PORT + 10 + rank}")
-    push = wire.push_socket(ctx, f"tcp://{ADDRESSES[rank]}:0;{ADDRESSES[1 - rank]}:{RUNTIME_PORT + 11 - rank}")
-    rows, bad = [], 0
-    try:
-        for shape in SIZES:
-            if rank == 1:
-                bad += _answer(edges, pull, push, 2 * (n + 10), device)
-                continue
-            edge, plain = [], []
-            for i in range(n + 10):
-                for kind, out in (("edge", edge), ("zmq", plain)):
-                    msg = _message(i, shape, device, kind)
-                    t0 = time.perf_counter()
-                    if kind == "edge":
-                        edges.post(1, push, msg)
-                    else:
-                        wire.send(push, Codec(), msg)
-                    answer = pull.recv()
-                    if i >= 10:
-                        out.append(time.perf_counter() - t0)
-                    bad += int(answer != b"ok")
-            rows.append((shape, 1e6 * statistics.median(edge), 1e6 * statistics.median(plain)))
-    finally:
-        ctx.destroy(linger=0)
-        del store
-    return rows, bad
-
-
-def _answer(edges: Any, pull: Any, push: Any, count: int, device: str) -> int:
-    """The receiving rank: a worker's receive path (headers to `expect`, arrival order kept), one
-    byte back per message; returns how many arrived wrong."""
-    import zmq
-    from wgc.runtime.process.edge_frames import HEADER, InOrder
-    from wgc.runtime.process.wire import decode
-    from wgc.runtime.protocol.codec import Codec
-
-    order, done, plain, bad = InOrder(), 0, Codec(), 0
-    while done < count:
-        ready = zmq.select([pull, edges.wake_r], [], [], 60)[0]
-        if not ready:
-            raise TimeoutError(f"rank 1: {done} of {count} messages came")
-        if edges.wake_r in ready:
-            os.read(edges.wake_r, 4096)
-        while True:
-            try:
-                frames = pull.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                break
-            order.items.append(edges.expect(frames) if frames[0].bytes == HEADER else decode(plain, frames))
-        for msg in order.released(edges.decode):
-            done += 1
-            ok = _check(msg, device)
-            bad += int(not ok)
-            push.send(b"ok" if ok else b"bad")
-    return bad
 
 
 def _plot(backend: str, rows: list[tuple[tuple[int, ...], float, float]]) -> None:

@@ -3,7 +3,8 @@
 session runs it). The receiver posts each recv when its header arrives, so every tensor of both
 sizes arrives; the all-reduce of the TP 2 group runs first. Then the runtime's own edges
 (runtime/process/tensor_edges.py) carry the same sizes, each message checked on the receiver (its
-values, the latent on the receiver's device, the CPU counter beside it) against ZeroMQ frames."""
+values, the latent on the receiver's device, the CPU counter beside it) against ZeroMQ frames, and
+8 MiB messages both ways at once (bench/gpu_edge_rows.py)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def rows_of(backend: str) -> list[str]:
     runtime = [f"runtime {what} {shape} f32, round trip" for shape in ("[2048]", "[4096, 64]")
                for what in (f"edge: header on ZeroMQ + {backend} payload", "ZeroMQ frames via host memory")]
     return [f"all_reduce [1, 4096] f32 ({backend})", f"header on ZeroMQ + {backend} send [2048] f32",
-            f"header on ZeroMQ + {backend} send [4096, 64] f32", *runtime]
+            f"header on ZeroMQ + {backend} send [4096, 64] f32", *runtime,
+            "runtime edge both ways at once: 2 x [2048, 1024] f32 each way, all in"]
 
 
 def test_header_on_zeromq_payload_on_gloo_between_two_hosts() -> None:
