@@ -35,7 +35,7 @@ from wgc.models.layers.llama import LlamaModel
 from wgc.runtime.components.base import PARTIAL, Call, CallError
 from wgc.runtime.engines.attention import AttentionBackend, KVStorage
 from wgc.runtime.engines.kv_component import KVComponent, in_waves
-from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Prepared, Write
+from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, KVSeq, Prepared, Write
 from wgc.runtime.engines.kv_pages import PageAllocator
 from wgc.runtime.engines.plan_ahead import PlanAhead
 from wgc.runtime.engines.sampling import SamplingParams, sample
@@ -156,7 +156,7 @@ class PagedLlama(KVComponent):
     def _dynamic(self, prepared: Prepared) -> Tensor:
         """The eager forward over ragged items (the attention backend plans this step's shapes)."""
         dev = self.torch_device
-        ids = [t for i in range(len(prepared.items)) for t in prepared.chunk(i)]
+        ids = prepared.token_ids()
         tokens = torch.tensor(ids, dtype=torch.int64, device=dev)  # [N]
         # a decode step (one token a row) projects every row: no index of the rows' last tokens to build
         last = None if len(ids) == len(prepared.lengths) else \
@@ -192,13 +192,21 @@ class PagedLlama(KVComponent):
         return out
 
     def decode(self, calls: list[Call]) -> list[Any]:
+        """One token a row. The rows' limits are checked in one pass (one allocator query); a row over
+        them gets the engine's message."""
+        kv = self.kv
+        keys = [(c.request, self.label_of(c)) for c in calls]
+        limit, room = kv.geometry.max_positions, kv.pages.num_pages * kv.page_size
         rows: list[Row] = []
-        for c in calls:
-            label = self.label_of(c)
-            if self.kv.seq(c.request, label) is None:
-                raise CallError(c.request, f"decode on label {label!r} before its prefill")
-            self._check_limit(c, 1)
-            rows.append((c.request, label, [self.token_in(c.args[0])], self.sampling_args("decode", c), 0))
+        for c, key, (length, _) in zip(calls, keys, kv.pages.tails(keys)):
+            seq = kv.seqs.get(key)
+            if seq is None:
+                raise CallError(c.request, f"decode on label {key[1]!r} before its prefill")
+            if seq.swapped is not None:
+                length = seq.swapped.length
+            if seq.position + 1 > limit or length + 1 > room:
+                self._check_limit(c, 1)
+            rows.append((c.request, key[1], [self.token_in(c.args[0])], self.sampling_args("decode", c), 0))
         return self._run(rows, fresh=False)
 
     def _check_limit(self, call: Call, total: int) -> None:
@@ -215,18 +223,29 @@ class PagedLlama(KVComponent):
     def _wave(self, rows: list[Row], fresh: bool) -> list[Any]:
         writes = [Write(r, lab, toks, len(toks), budget) for r, lab, toks, _, budget in rows]
         logits = self.forward(writes, graphs=not fresh)  # decode: graphs
-        seqs = [self.kv.seq(r, lab) for r, lab, *_ in rows]
-        done = [i for i, s in enumerate(seqs) if s is not None and s.progress == 0]  # prompts written whole
         out: list[Any] = [PARTIAL] * len(rows)
+        # one pass over the rows whose input is complete (a prompt's last chunk, every decode row)
+        kv_seqs = self.kv.seqs
+        done: list[int] = []
+        seqs: list[KVSeq] = []
+        params: list[SamplingParams] = []
+        histories: list[list[int]] = []
+        generated: list[int] = []
+        for i, (request, label, _, args, _) in enumerate(rows):
+            seq = kv_seqs.get((request, label))
+            if seq is None or seq.progress:
+                continue
+            done.append(i)
+            seqs.append(seq)
+            params.append(self._params(request, label, *args))
+            histories.append(seq.tokens or [])
+            generated.append(int(seq.data.get("generated", 0)))
         if not done:
             return out
-        params = [self._params(rows[i][0], rows[i][1], *rows[i][3]) for i in done]
-        histories = [seqs[i].tokens or [] for i in done]  # type: ignore[union-attr]
-        generated = [int(seqs[i].data.get("generated", 0)) for i in done]  # type: ignore[union-attr]
-        drawn = sample(logits[done], params, histories, generated).tolist()
-        for i, token, count in zip(done, drawn, generated):
+        drawn = sample(logits if len(done) == len(rows) else logits[done], params, histories, generated).tolist()
+        for i, seq, token, count in zip(done, seqs, drawn, generated):
             out[i] = self.token_out(token, count)
-            seqs[i].data["generated"] = count + 1  # type: ignore[union-attr]
+            seq.data["generated"] = count + 1
         self.stats["tokens_out"] += len(done)
         return out
 

@@ -85,18 +85,29 @@ class KVComponent(Component):
     # ---- the scheduler's questions ---------------------------------------------------------
 
     def demands(self, entry: str, calls: list[Call]) -> list[Demand] | None:
+        """What each call needs of the pool, in one pass over the calls with one allocator query (the
+        engine's `pages_for` and `limit_error` per call asked it a dozen times a row); the limit's
+        message is written only for a call over it."""
         kv = self.kv
         chunkable = entry in self.chunked_entries
         read_only = entry in self.read_only_entries
+        keys = [(c.request, self.label_of(c)) for c in calls]
+        seqs, ps = kv.seqs, kv.page_size
+        limit, room = kv.geometry.max_positions, kv.pages.num_pages * ps
         out: list[Demand] = []
-        for c in calls:
-            label = self.label_of(c)
+        for c, key, (length, shared) in zip(calls, keys, kv.pages.tails(keys)):
             total = self.input_tokens(entry, c)
-            seq = kv.seq(c.request, label)
-            left = total - (seq.progress if seq is not None else 0)
-            setup, slack = kv.pages_for(c.request, label, left)
-            error = "" if read_only else self.limit_error(c.request, label, total, left)
-            out.append(Demand(c.request, 0 if read_only else left, chunkable, kv.page_size, slack, setup, error))
+            seq = seqs.get(key)
+            left, position, setup = total, 0, 1 if shared else 0  # a shared partial last page is copied first
+            if seq is not None:
+                left, position = total - seq.progress, seq.position
+                if seq.swapped is not None:  # preempted: brought back (all its pages) before the write
+                    length = seq.swapped.length
+                    setup = -(-length // ps)
+            error = ""
+            if not read_only and (position + left > limit or length + left > room):
+                error = self.limit_error(c.request, key[1], total, left)
+            out.append(Demand(c.request, 0 if read_only else left, chunkable, ps, (-length) % ps, setup, error))
         return out
 
     def limit_error(self, request: int, label: str, total: int, left: int) -> str:

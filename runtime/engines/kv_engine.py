@@ -141,6 +141,12 @@ class Prepared:
         assert tokens is not None
         return tokens[self.starts[i]:self.starts[i] + self.lengths[i]]
 
+    def token_ids(self) -> list[int]:
+        """Every item's chunk, packed in order ([sum lengths])."""
+        if all(n == 1 for n in self.lengths) and not any(self.starts):  # a decode step: one token a row
+            return [w.tokens[0] for w in self.items]  # type: ignore[index]
+        return [t for i in range(len(self.items)) for t in self.chunk(i)]
+
 
 class KVCacheEngine:
     def __init__(self, geometry: Geometry, num_pages: int, page_size: int, device: torch.device, *,
@@ -211,6 +217,10 @@ class KVCacheEngine:
         keys = [(w.request, w.label) for w in writes]
         if len(set(keys)) != len(keys):
             raise ValueError("a (request, label) may appear once per step")
+        if write:
+            decode = self._prepare_decode(writes, keys, mode)
+            if decode is not None:
+                return decode
         spare = self._check_room(writes, write)  # free pages beyond what this step needs
         undo: list[tuple[int, str, KVSeq | None, Any, int]] = []
         starts, lengths, finals, cached = [], [], [], []
@@ -258,6 +268,42 @@ class KVCacheEngine:
         batch = AttentionBatch(tables, cached, lengths, self.page_size, mode, write)
         flat = _flat_positions(positions)
         return Prepared(writes, starts, lengths, finals, batch, flat.to(torch.int64), undo, copies)
+
+    def _prepare_decode(self, writes: list[Write], keys: list[tuple[int, str]], mode: Mode) -> Prepared | None:
+        """`prepare` of a decode step — one token for each sequence already in the cache, resident and
+        with no chunk in progress — in one pass over the rows with one allocator call (the general
+        path asks the allocator a dozen times a row). The same Prepared, undo and pages as the
+        general path (tests/engines/test_kv_decode_prepare.py); None for any other step."""
+        seqs = self.seqs
+        rows: list[KVSeq] = []
+        for w, key in zip(writes, keys):
+            seq = seqs.get(key)
+            if seq is None or w.count != 1 or w.block or w.tokens is None or seq.swapped is not None or seq.progress:
+                return None
+            rows.append(seq)
+        try:
+            out = self.pages.append_one_each(keys)
+        except KeyError:  # a sequence that holds no pages (cut back to nothing): the general path
+            return None
+        if isinstance(out, Exhausted):
+            raise KVExhausted(f"KV pool exhausted: {out.needed} pages needed, {out.free} free of {self.pages.num_pages}")
+        undo: list[tuple[int, str, KVSeq | None, Any, int]] = []
+        positions: list[int] = []
+        for w, seq, length in zip(writes, rows, out.lengths):
+            undo.append((w.request, w.label, seq, seq.snapshot(), length))
+            positions.append(seq.position)
+            seq.position += 1
+            if seq.tokens is not None:
+                seq.tokens.append(w.tokens[0])  # type: ignore[index]
+        copies = [(writes[i].request, writes[i].label, old, new) for i, old, new in out.copies]
+        for _, _, old, new in copies:  # copy-on-write of a shared partial page, before the write
+            self.storage.k[:, new] = self.storage.k[:, old]
+            self.storage.v[:, new] = self.storage.v[:, old]
+        n = len(writes)
+        ones = [1] * n
+        batch = AttentionBatch(out.tables, out.lengths, ones, self.page_size, mode, True)
+        return Prepared(writes, [0] * n, ones, [True] * n, batch, torch.tensor(positions, dtype=torch.int64), undo,
+                        copies)
 
     @contextmanager
     def stepping(self, writes: list[Write], mode: Mode = "causal", write: bool = True) -> Iterator[Prepared]:

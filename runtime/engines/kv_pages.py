@@ -74,6 +74,14 @@ class Appended(NamedTuple):
     copies: list[tuple[int, int]]  # (old page, new page): copy-on-write of a shared partial page
 
 
+class OneEach(NamedTuple):
+    """`append_one_each`'s result, per row in the keys' order."""
+
+    lengths: list[int]  # each label's length before the token
+    tables: list[list[int]]  # each label's page table after it (a copy)
+    copies: list[tuple[int, int, int]]  # (row, old page, new page): copy-on-write of a shared partial page
+
+
 @dataclass(frozen=True)
 class Exhausted:
     """Not enough free pages: nothing was allocated. The scheduler defers or rejects the request."""
@@ -151,6 +159,48 @@ class PageAllocator:
         summed over a batch, an upper bound (after one side of a fork copies, the other needn't)."""
         seq = self._get(request, label)
         return _ceil_div(n_tokens, self.page_size) if seq is None else self._needed(seq, n_tokens)
+
+    def tails(self, keys: list[tuple[int, str]]) -> list[tuple[int, bool]]:
+        """Per (request, label): its length and whether its partial last page is shared (a write there
+        copies it first), in one pass: a batch's rows asked one call each was a dozen lookups a row."""
+        seqs, refs, ps = self._seqs, self._refs, self.page_size
+        out: list[tuple[int, bool]] = []
+        for request, label in keys:
+            labels = seqs.get(request)
+            seq = None if labels is None else labels.get(label)
+            if seq is None:
+                out.append((0, False))
+            else:
+                out.append((seq.length, bool(seq.length % ps) and refs[seq.pages[-1]] > 1))
+        return out
+
+    def append_one_each(self, keys: list[tuple[int, str]]) -> OneEach | Exhausted:
+        """`append(request, label, 1)` for every key (a decode step: distinct labels that each hold
+        tokens), whole or nothing, in one pass. Exhausted, and no change, when the pages needed
+        exceed the free ones; KeyError, and no change, when a key holds nothing (the caller then
+        takes the general path)."""
+        seqs, refs, ps = self._seqs, self._refs, self.page_size
+        rows = [seqs[request][label] for request, label in keys]
+        needed = sum(1 for s in rows if not s.length % ps or refs[s.pages[-1]] > 1)
+        if needed > self.free_pages:  # not counted in kv_exhausted: the engine checks a step's room first
+            return Exhausted(needed, self.free_pages)
+        copies: list[tuple[int, int, int]] = []
+        tables: list[list[int]] = []
+        lengths = [s.length for s in rows]
+        for i, seq in enumerate(rows):
+            if not seq.length % ps:
+                seq.pages.append(self._take())
+            elif refs[seq.pages[-1]] > 1:
+                old, new = seq.pages[-1], self._take()
+                refs[old] -= 1  # still held by another sequence
+                seq.pages[-1] = new
+                copies.append((i, old, new))
+                self._events["kv_copies"] += 1
+            else:
+                self.prefix.forget(seq.pages[-1])  # about to be written: its published content goes stale
+            seq.length += 1
+            tables.append(list(seq.pages))
+        return OneEach(lengths, tables, copies)
 
     def can_append(self, request: int, label: str, n_tokens: int) -> bool:
         return self.pages_needed(request, label, n_tokens) <= self.free_pages

@@ -42,7 +42,7 @@ from wgc.runtime.worker.streams import ConsumerEnd
 from wgc.plan import model as m
 from wgc.semantics.flows import FlowError
 from wgc.semantics.mock import mock_input
-from wgc.semantics.python_exprs import evaluator_for
+from wgc.semantics.python_exprs import binary, evaluator_for
 from wgc.semantics.stream_buffer import ENDED, WAITING
 
 VISIBLE = (m.Emit, m.Push, m.Send, m.KvSend, m.Fork, m.Next)
@@ -51,6 +51,7 @@ VISIBLE = (m.Emit, m.Push, m.Send, m.KvSend, m.Fork, m.Next)
 # its POP (`recv` on a stream) would take an item a rollback cannot give back, or read past the end.
 _FROM_PEERS = (m.Recv, m.KvRecv, m.Pop)
 _APPLY_STOP_BEFORE = frozenset({*VISIBLE, *_FROM_PEERS, m.EndLoop})
+_UNSEEN = object()
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class Interpreter:
             m.Next: self._next,
         }
         self._getters: dict[int, list[list[Callable[[Instance], Any]]]] = {}  # keyed by id(): plan lives as long
+        self._evals: dict[int, Callable[[Instance], Any] | None] = {}  # an EVAL's compiled expression, by id()
 
     def eval(self, e: m.Expr, inst: Instance) -> Any:
         try:
@@ -140,13 +142,37 @@ class Interpreter:
         return cached
 
     def _getter(self, e: m.Expr) -> Callable[[Instance], Any]:
+        # an operator's errors become the evaluator's StepError: only lookups are compiled here
+        compiled = None if isinstance(e, m.EBinary) else self._compile(e)
+        return compiled if compiled is not None else lambda inst: self.eval(e, inst)
+
+    def _compile(self, e: m.Expr) -> Callable[[Instance], Any] | None:
+        """`e` as one closure over the instance, for the kinds a decode loop evaluates every row every
+        step (frame values, literals, params, consts, and binary operators over them): the general
+        evaluator built a RequestEnv and dispatched on every node (three evaluations a row a step in
+        the llama plan's decode). A missing value raises KeyError, as the evaluator's lookups do.
+        None for any other expression, and for every one with fake components (mock-value rules)."""
         if isinstance(e, m.EVal):
             name = e.name
             return lambda inst: inst.frame[name]
         if isinstance(e, m.ELit):
             value = e.value
             return lambda inst: value
-        return lambda inst: self.eval(e, inst)
+        if self.ex.options.fake_inputs:
+            return None
+        if isinstance(e, m.EParam):
+            param, states = e.name, self.ex.states
+            return lambda inst: states[inst.request].init.params[param]  # type: ignore[union-attr]
+        if isinstance(e, m.EConst):
+            const = self.consts.get((e.component, e.name))
+            return lambda inst: const
+        if isinstance(e, m.EBinary) and e.op not in ("and", "or"):  # and/or: the evaluator's short circuit
+            left, right = self._compile(e.left), self._compile(e.right)
+            if left is None or right is None:
+                return None
+            op = e.op
+            return lambda inst: binary(op, left(inst), right(inst))
+        return None
 
     def before_call(self, inst: Instance, comp: Component, label: str) -> None:
         """A speculative RUN on a kv component: remember the label's extent so it can be rolled back."""
@@ -160,7 +186,18 @@ class Interpreter:
     # ---- simple instructions ----------------------------------------------------------------
 
     def _eval(self, inst: Instance, ins: m.Eval) -> None:
-        inst.frame[ins.output] = self.eval(ins.expr, inst)
+        compiled = self._evals.get(id(ins), _UNSEEN)
+        if compiled is _UNSEEN:
+            compiled = self._evals[id(ins)] = self._compile(ins.expr)
+        if compiled is None:
+            inst.frame[ins.output] = self.eval(ins.expr, inst)
+            return
+        try:
+            inst.frame[ins.output] = compiled(inst)
+        except KeyError as err:
+            raise self.missing_value(inst, err.args[0]) from None
+        except (TypeError, ValueError, ArithmeticError, IndexError, RuntimeError) as err:
+            raise self._error(inst, f"{type(err).__name__}: {err}") from None
 
     def _send(self, inst: Instance, ins: m.Send) -> None:
         self.ex.post(ins.peer, Data(inst.request, inst.key, ins.tag, self._value(inst, ins.value)))

@@ -68,6 +68,13 @@ def schedule(demands: list[Demand], groups: list[Group], free_pages: int, budget
              holders: dict[int, int]) -> Decision:
     """Decide one batch. `holders`: request → pages it holds in this pool now (the preemptible ones);
     `budget`: tokens this component may still write this round."""
+    fits = fits_whole(demands, free_pages, budget)
+    return fits if fits is not None else by_groups(demands, groups, free_pages, budget, holders)
+
+
+def by_groups(demands: list[Demand], groups: list[Group], free_pages: int, budget: int,
+              holders: dict[int, int]) -> Decision:
+    """The rules applied group by group, in priority order (`schedule` when not all fits)."""
     out = Decision()
     failed_groups = {g for g, group in enumerate(groups) if any(demands[i].error for i in group.calls)}
     for g in failed_groups:
@@ -82,6 +89,22 @@ def schedule(demands: list[Demand], groups: list[Group], free_pages: int, budget
     out.deferred.sort()
     out.budget_used = budget - state.budget
     return out
+
+
+def fits_whole(demands: list[Demand], free_pages: int, budget: int) -> Decision | None:
+    """The common round decided in one pass: no call fails, and every call's whole tokens fit the
+    budget and their pages fit what is free. Then the rules above grant every call its tokens in
+    any order (each takes what it asks, and what is left always covers the rest), defer nothing
+    and preempt no one; None when that is not the case (the rules then run group by group)."""
+    tokens = pages = 0
+    for d in demands:
+        if d.error:
+            return None
+        tokens += d.tokens
+        pages += d.pages(d.tokens)
+    if pages > free_pages or tokens > budget:
+        return None
+    return Decision(grants={i: d.tokens for i, d in enumerate(demands)}, budget_used=tokens)
 
 
 def _priority(demands: list[Demand], group: Group) -> tuple[int, int, int]:
