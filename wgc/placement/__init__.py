@@ -13,35 +13,8 @@ warnings in `Placement.warnings`.
 
 from wgc.placement.codes import PLACEMENT_CODES
 from wgc.placement.load import load_placement
-from wgc.placement.memory import KvCapacity, MemoryLine, MemoryTable, RankMemory, capacity_of, estimate_memory
-from wgc.placement.schema import (
-    Cluster,
-    ComponentPlacement,
-    Engine,
-    Host,
-    Pin,
-    Placement,
-    StreamSettings,
-    Transport,
-    WalkPlacement,
-)
+from wgc.placement.memory import MemoryTable, capacity_of, estimate_memory
+from wgc.placement.schema import Placement
 
-__all__ = [
-    "PLACEMENT_CODES",
-    "Cluster",
-    "ComponentPlacement",
-    "Engine",
-    "Host",
-    "KvCapacity",
-    "MemoryLine",
-    "MemoryTable",
-    "Pin",
-    "Placement",
-    "RankMemory",
-    "StreamSettings",
-    "Transport",
-    "WalkPlacement",
-    "capacity_of",
-    "estimate_memory",
-    "load_placement",
-]
+# The public face; the types a placement is made of are in wgc.placement.schema.
+__all__ = ["PLACEMENT_CODES", "MemoryTable", "Placement", "capacity_of", "estimate_memory", "load_placement"]

@@ -7,8 +7,8 @@ Works on any parsed program, checked or not: a malformed attribute simply reads 
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
 from wgc.check.policies import POLICIES
@@ -100,7 +100,7 @@ def program_facts(program: ast.Program) -> ProgramFacts:
     branches: dict[str, tuple[str, ...]] = {}
     for w in program.of(ast.Walk):
         if w.name not in walks:
-            nodes = list(_nodes(w.body, ()))
+            nodes = _nodes(w.body, (), [])
             calls = (_call(n, inside, set(components), labels) for n, inside in nodes)
             walks[w.name] = WalkFacts(w.name, w.span, tuple(c for c in calls if c is not None))
             branches[w.name] = tuple(dict.fromkeys(n.name for n, _ in nodes if isinstance(n, ast.Branch)))
@@ -123,17 +123,24 @@ def _component(c: ast.Component) -> ComponentFacts:
     return ComponentFacts(c.name, c.engine, c.span, params, dtype, ints, c.labels(), spans)
 
 
-def _nodes(value: object, inside: tuple[str, ...]) -> Iterator[tuple[ast.Node, tuple[str, ...]]]:
+def _nodes(value: object, inside: tuple[str, ...], out: list[tuple[ast.Node, tuple[str, ...]]]) -> list:
     """Every syntax node in `value` (a node or a tuple of them), parents first, with the names of
-    the `parallel` branches it is inside, outermost first."""
+    the `parallel` branches it is inside, outermost first; appended to `out`."""
     if isinstance(value, tuple):
         for v in value:
-            yield from _nodes(v, inside)
+            _nodes(v, inside, out)
     elif isinstance(value, ast.Node):
         inside = (*inside, value.name) if isinstance(value, ast.Branch) else inside
-        yield value, inside
-        for f in fields(value):
-            yield from _nodes(getattr(value, f.name), inside)
+        out.append((value, inside))
+        for name in _fields(type(value)):
+            _nodes(getattr(value, name), inside, out)
+    return out
+
+
+@functools.cache
+def _fields(node: type) -> tuple[str, ...]:
+    """A node class's fields but its span (asked once per class: `dataclasses.fields` is slow)."""
+    return tuple(f.name for f in fields(node) if f.name != "span")
 
 
 def _call(node: ast.Node, inside: tuple[str, ...], comps: set[str], labels: dict[str, str]) -> CallSite | None:
