@@ -20,7 +20,6 @@ import time
 from typing import Any
 
 ADDRESSES = ("127.0.0.2", "127.0.0.3")
-PORT = 29840  # the rows' plan: its store here, rank r's socket at PORT + 10 + r
 BOTH_WAYS = 2
 BIG = (2048, 1024)  # 8 MiB of f32
 
@@ -41,10 +40,11 @@ def _check(msg: Any, device: str) -> bool:
                 and (z == float(msg.request)).all())
 
 
-def runtime_rows(backend: str, rank: int, n: int,
-                 sizes: list[tuple[int, ...]]) -> tuple[list[tuple[tuple[int, ...], float, float]], float, int]:
+def runtime_rows(backend: str, rank: int, n: int, sizes: list[tuple[int, ...]],
+                 port: int) -> tuple[list[tuple[tuple[int, ...], float, float]], float, int]:
     """(shape, edge round trip us, ZeroMQ round trip us) per size, medians; the both-ways exchange's
-    time in us (rank 0's view); and how many messages arrived wrong on this rank."""
+    time in us (rank 0's view); and how many messages arrived wrong on this rank. The plan's store
+    is at `port`, rank r's socket at `port` + 10 + r."""
     import zmq
     from wgc.runtime.process import wire
     from wgc.runtime.process.store import HeadStore
@@ -53,12 +53,12 @@ def runtime_rows(backend: str, rank: int, n: int,
     from tests.runtime.loopback_plans import plan_of
 
     device = "cuda:0" if backend == "nccl" else "cpu"  # each "host" has its one GPU at index 0
-    plan = plan_of([[device], [device]], inter=backend, port=PORT)
+    plan = plan_of([[device], [device]], inter=backend, port=port)
     store = HeadStore(plan) if rank == 0 else None
     edges = Edges(plan, rank, lambda line: print(line, file=sys.stderr))
     ctx = zmq.Context()
-    pull = wire.pull_socket(ctx, f"tcp://{ADDRESSES[rank]}:{PORT + 10 + rank}")
-    push = wire.push_socket(ctx, f"tcp://{ADDRESSES[rank]}:0;{ADDRESSES[1 - rank]}:{PORT + 11 - rank}")
+    pull = wire.pull_socket(ctx, f"tcp://{ADDRESSES[rank]}:{port + 10 + rank}")
+    push = wire.push_socket(ctx, f"tcp://{ADDRESSES[rank]}:0;{ADDRESSES[1 - rank]}:{port + 11 - rank}")
     rows, bad, inbox = [], 0, Inbox(edges, pull)
     try:
         for shape in sizes:

@@ -15,7 +15,7 @@ latent on the rank's device and a CPU step counter (which stays a ZeroMQ frame o
 then both ranks send each other large messages at once, which one NCCL group for both directions
 could deadlock on.
 
-    python bench/gpu_multinode.py [--backend nccl|gloo] [--n 200]
+    python bench/gpu_multinode.py [--backend nccl|gloo] [--n 200] [--port 29800] [--timeout 60]
 
 Prints a markdown table and writes bench/out/gpu_multinode-BACKEND.png (when matplotlib is there).
 The CUDA path is unverified until a GPU session runs it (bench/gpu_check.sh).
@@ -38,15 +38,14 @@ sys.path.insert(0, str(ROOT))
 from bench.gpu_edge_rows import BIG, BOTH_WAYS, runtime_rows  # noqa: E402
 
 ADDRESSES = ("127.0.0.2", "127.0.0.3")
-STORE_PORT = 29800
-HEADER_PORT = 29811
+BASE_PORT = 29800  # --port: the raw rows' store at BASE, their header socket at BASE + 11, the runtime rows at BASE + 20
 SIZES = [(2048,), (4096, 64)]  # a hidden state, a latent
 
 
-def _group(backend: str, rank: int) -> tuple[object, object]:
+def _group(backend: str, rank: int, port: int) -> tuple[object, object]:
     import torch.distributed as dist
 
-    store = dist.TCPStore(ADDRESSES[0], STORE_PORT, 2, rank == 0, timedelta(seconds=60))
+    store = dist.TCPStore(ADDRESSES[0], port, 2, rank == 0, timedelta(seconds=60))
     prefix = dist.PrefixStore("bench/", store)
     if backend == "nccl":
         opts = dist.ProcessGroupNCCL.Options()
@@ -65,13 +64,13 @@ def _sync(backend: str) -> None:
         torch.cuda.synchronize()
 
 
-def rank_main(backend: str, rank: int, n: int) -> None:
+def rank_main(backend: str, rank: int, n: int, port: int) -> None:
     import msgspec
     import torch
     import zmq
 
     device = "cuda:0" if backend == "nccl" else "cpu"
-    pg, _store = _group(backend, rank)
+    pg, _store = _group(backend, rank, port)
     x = torch.ones(1, 4096, device=device)
     times = []
     bad = 0
@@ -88,7 +87,7 @@ def rank_main(backend: str, rank: int, n: int) -> None:
     sent = []
     if rank == 0:  # the sender: a header, then the payload on the group
         push = ctx.socket(zmq.PUSH)
-        push.connect(f"tcp://{ADDRESSES[0]}:0;{ADDRESSES[1]}:{HEADER_PORT}")
+        push.connect(f"tcp://{ADDRESSES[0]}:0;{ADDRESSES[1]}:{port + 11}")
         for shape in sizes:
             for i in range(n + 10):
                 t = torch.full(shape, float(i), device=device)
@@ -100,14 +99,14 @@ def rank_main(backend: str, rank: int, n: int) -> None:
                     sent.append((shape, time.perf_counter() - t0))
     else:  # the receiver: posts each recv when its header arrives, into a fresh buffer
         pull = ctx.socket(zmq.PULL)
-        pull.bind(f"tcp://{ADDRESSES[1]}:{HEADER_PORT}")
+        pull.bind(f"tcp://{ADDRESSES[1]}:{port + 11}")
         for _ in range(len(sizes) * (n + 10)):
             head = msgspec.msgpack.decode(pull.recv())
             buf = torch.empty(head["shape"], device=device)
             pg.recv([buf], 0, 0).wait()
             bad += int(not bool((buf == head["seq"]).all()))  # this header's own payload, in order
     ctx.destroy(linger=0)
-    runtime, both_us, wrong = runtime_rows(backend, rank, n, SIZES)
+    runtime, both_us, wrong = runtime_rows(backend, rank, n, SIZES, port + 20)
     bad += wrong
     if rank == 0:
         _report(backend, times, sent, runtime, both_us)
@@ -159,19 +158,21 @@ def main() -> int:
     p.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
     p.add_argument("--n", type=int, default=200)
     p.add_argument("--rank", type=int, default=-1)
+    p.add_argument("--port", type=int, default=BASE_PORT)
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds each rank may take")
     args = p.parse_args()
     if args.rank >= 0:
-        rank_main(args.backend, args.rank, args.n)
+        rank_main(args.backend, args.rank, args.n, args.port)
         return 0
     env = {**os.environ, "NCCL_SOCKET_IFNAME": "lo", "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1",
            "NCCL_IB_DISABLE": "1"}
     print("| two ranks on loopback hosts | median (us) | runtime edge / ZeroMQ frames |")
     print("|---|---:|---:|")
     sys.stdout.flush()
-    procs = [subprocess.Popen([sys.executable, __file__, "--backend", args.backend, "--n", str(args.n),
+    procs = [subprocess.Popen([sys.executable, __file__, "--backend", args.backend, "--n", str(args.n), "--port", str(args.port),
                                "--rank", str(r)], env={**env, "NCCL_HOSTID": f"node{r}"}) for r in (0, 1)]
     try:
-        codes = [proc.wait(timeout=60) for proc in procs]
+        codes = [proc.wait(timeout=args.timeout) for proc in procs]
     finally:
         for proc in procs:
             proc.kill()

@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.runtime.hosts import free_base_port
+
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu_multinode.py"
 
 
 def _run(backend: str) -> list[str]:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--backend", backend, "--n", "20"], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(SCRIPT), "--backend", backend, "--n", "20", "--timeout", "150",
+                           "--port", str(free_base_port())], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     return [line.split("|")[1].strip() for line in done.stdout.splitlines()
             if line.startswith("| ") and "median" not in line]
