@@ -252,3 +252,66 @@ def test_two_ranks_edges_carry_messages_both_ways_in_order(pair: tuple[Edges, Ed
     for r in (0, 1):
         assert [(m.request, m.tag) for m in got[r]] == [(m.request, m.tag) for m in sent[1 - r]]
         assert all(same(a.value, b.value) for a, b in zip(got[r], sent[1 - r], strict=True))
+
+
+# ---- the CUDA half's stream order (gpu; unverified until a GPU session runs it) --------------------
+
+
+class Done:
+    def wait(self) -> bool:
+        return True
+
+
+class OnStreamGroup:
+    """A group whose operations are kernels on the calling thread's current stream (the edge's), as
+    ProcessGroupNCCL's are ordered after it: a send copies its payload out, a receive fills its buffer
+    after a delay."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def send(self, tensors: list[Any], dst: int, tag: int) -> Done:
+        self.seen.append(tensors[0].clone())
+        return Done()
+
+    def recv(self, tensors: list[Any], src: int, tag: int) -> Done:
+        torch.cuda._sleep(100_000_000)  # the bytes take a while to come
+        tensors[0].fill_(5)
+        return Done()
+
+
+def cuda_or_skip() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+
+
+@pytest.mark.gpu
+def test_a_cuda_send_reads_its_payload_only_after_the_compute_stream_wrote_it() -> None:
+    cuda_or_skip()
+    from wgc.runtime.process.edge_device import CudaSide
+    from wgc.runtime.process.tensor_edges import send_job
+
+    side, pg = CudaSide("cuda:0"), OnStreamGroup()
+    x = torch.zeros(1 << 20, device="cuda:0")
+    torch.cuda._sleep(100_000_000)  # the compute stream is still busy when the payload is handed over
+    x.fill_(7.0)
+    send_job(side, pg, side.new_stream(), [x.view(torch.uint8)], side.mark())
+    torch.cuda.synchronize()
+    assert bool((pg.seen[0].view(torch.float32) == 7.0).all())
+
+
+@pytest.mark.gpu
+def test_a_cuda_receive_is_complete_when_its_message_is_released() -> None:
+    cuda_or_skip()
+    from wgc.runtime.process.edge_device import CudaSide
+
+    side, jobs = CudaSide("cuda:0"), Watched()
+    wake_r, wake_w = os.pipe()
+    threading.Thread(target=recv_loop, args=(side, OnStreamGroup(), jobs, wake_w), daemon=True).start()
+    slot = Pending(1, b"head", [None], [1 << 20])
+    jobs.put(slot)
+    assert select.select([wake_r], [], [], WAIT)[0] and slot.done
+    buf = slot.parts[0]
+    assert buf.device == torch.device("cuda:0")
+    assert bool((buf == 5).all())  # read on the compute stream, with no synchronize of our own
+    jobs.put(STOP)
