@@ -21,7 +21,7 @@ def test_one_round_fills_every_row_and_the_table_names_the_goal() -> None:
     assert [(r.load, r.mode) for r in rows] == [(load, mode) for load in cold_check.LOADS for mode in cold_check.MODES]
     assert all(len(r.samples[side]) == len(r.cpu[side]) == 1 for r in rows for side in ("before", "after"))
     assert all(0 < r.cpu_median(side) for r in rows for side in ("before", "after"))
-    assert set(floors) == set(cold_check.LOADS) and all(ms > 0 for ms in floors.values())
+    assert set(floors) == set(cold_check.LOADS) and all(wall > 0 and cpu > 0 for wall, cpu in floors.values())
     table = cold_check.markdown(rows, floors, "HEAD", "models/orpheus.walk", 1)
     assert table.count("\n| quiet |") == 2 and table.count("\n| loaded |") == 2
 
@@ -31,9 +31,9 @@ def test_the_table_reports_medians_ratios_and_the_goal() -> None:
                                {"before": [90.0], "after": [70.0]}),
             cold_check.ColdRow("loaded", "from source", {"before": [600.0], "after": [330.0]},
                                {"before": [95.0], "after": [72.0]})]
-    table = cold_check.markdown(rows, {"quiet": 40.0, "loaded": 90.0}, "abc123", "models/x.walk", 2)
-    assert "| quiet | from source | 40 | 400 | 150 | 0.38 | 90 | 70 | met |" in table
-    assert "| loaded | from source | 90 | 600 | 330 | 0.55 | 95 | 72 | MISSED |" in table
+    table = cold_check.markdown(rows, {"quiet": (40.0, 30.0), "loaded": (90.0, 31.0)}, "abc123", "models/x.walk", 2)
+    assert "| quiet | from source | 40 | 400 | 150 | 0.38 | 30 | 90 | 70 | met |" in table
+    assert "| loaded | from source | 90 | 600 | 330 | 0.55 | 31 | 95 | 72 | MISSED |" in table
     assert "before (abc123)" in table
 
 
