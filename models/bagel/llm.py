@@ -56,7 +56,7 @@ from wgc.models.bagel.vocab import TokenMap, encode_prompt, tiny_tokenizer
 from wgc.models.bagel.weights import KNOB, Checkpoint
 from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.layers.presets import TinyPreset
-from wgc.models.layers.tensor_parallel import component_group
+from wgc.models.layers.tensor_parallel import component_group, shard_label
 from wgc.models.layers.tp_cuts import check_degree, local_heads
 from wgc.models.layers.tp_shard import shard_in_place
 from wgc.models.weights_io import announce, choose
@@ -139,7 +139,8 @@ class LanguageModel(TinyPreset, KVComponent):
         return f"{self.source}; {self._where()}"
 
     def _where(self) -> str:
-        return f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
+        pages = f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
+        return shard_label(self.group) + pages
 
     def _dtype(self) -> torch.dtype:
         """bf16 (the walk's) on CUDA, float32 on CPU; the tiny preset computes in float64 on CPU, so that

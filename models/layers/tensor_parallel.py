@@ -53,6 +53,7 @@ __all__ = [
     "cut_for",
     "kv_heads_per_rank",
     "shard_cuts",
+    "shard_label",
     "shard_llama",
     "shard_structure",
     "split",
@@ -100,6 +101,11 @@ def shard_llama(model: LlamaModel, group: Group) -> LlamaModel:
     heads, kv_heads = local_heads(c.heads, c.kv_heads, group.size)
     model.config = dataclasses.replace(c, heads=heads, kv_heads=kv_heads, intermediate=c.intermediate // group.size)
     return model
+
+
+def shard_label(group: Group | None) -> str:
+    """What a component's start-up line says of its shard ("" at tp 1)."""
+    return "" if group is None else f"tensor-parallel rank {group.rank} of {group.size}; "
 
 
 def component_group(spec: ComponentSpec) -> Group | None:

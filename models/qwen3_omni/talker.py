@@ -55,7 +55,7 @@ import torch
 from torch import Tensor
 from wgc.models.layers import init_random
 from wgc.models.layers.dtypes import declared_dtype
-from wgc.models.layers.tensor_parallel import component_group
+from wgc.models.layers.tensor_parallel import component_group, shard_label
 from wgc.models.layers.tp_cuts import check_degree, local_heads
 from wgc.models.layers.tp_shard import shard_in_place
 from wgc.models.qwen3_omni import talker_inputs as ti
@@ -143,7 +143,8 @@ class Talker(KVComponent):
         return f"{self.source}; {self._where()}"
 
     def _where(self) -> str:
-        return f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
+        pages = f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
+        return shard_label(self.group) + pages
 
     def _dtype(self) -> torch.dtype:
         """The walk's dtype (bf16) on CUDA, float32 on CPU; the tiny preset computes in float64 on CPU,

@@ -54,7 +54,7 @@ from torch import Tensor
 from wgc.models.layers import init_random
 from wgc.models.layers.dtypes import declared_dtype
 from wgc.models.layers.presets import TinyPreset
-from wgc.models.layers.tensor_parallel import component_group
+from wgc.models.layers.tensor_parallel import component_group, shard_label
 from wgc.models.layers.tp_cuts import check_degree, local_heads
 from wgc.models.layers.tp_shard import shard_in_place
 from wgc.models.qwen3_omni import chat, positions
@@ -137,7 +137,8 @@ class Thinker(TinyPreset, KVComponent):
         return f"{self.source}; {self._where()}"
 
     def _where(self) -> str:
-        return f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
+        pages = f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}"
+        return shard_label(self.group) + pages
 
     def _dtype(self) -> torch.dtype:
         if self.torch_device.type == "cuda":

@@ -7,8 +7,6 @@ split tensor read whole."""
 from __future__ import annotations
 
 import copy
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from tests.models.bagel.checkpoint import write_miniature
 from tests.models.bagel.helpers import DenseAttention, block_mask, call, lively, llm_spec
 from tests.models.test_tensor_parallel import Member, on_threads
 from tests.models.test_tensor_parallel_load import Rank, Reads, assert_bitwise, counting_open
+from tests.models.tp_ranks import on_ranks
 
 CONFIG = BagelLLMConfig.preset("tiny")  # 4 query heads over 2 KV heads: tp 4 replicates each KV head
 
@@ -98,18 +97,8 @@ def tp_spec(tp: int) -> Any:
     return msgspec.structs.replace(llm_spec(), ranks=list(range(tp)), tp=tp)
 
 
-def run_component(tp: int, work: Callable[[LanguageModel], Any], monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """`work` of the tiny LLM component on each rank of a tp-way copy (tp 1: the whole one)."""
-    if tp == 1:
-        return [work(LanguageModel(llm_spec(), 0, "cpu", preset="tiny", seed=3))]
-    mine = threading.local()
-    monkeypatch.setattr(tp_group, "group_for", lambda name: mine.group if name == "llm" else None)
-
-    def rank(group: Member) -> Any:
-        mine.group = group
-        return work(LanguageModel(tp_spec(tp), group.rank, "cpu", preset="tiny", seed=3))
-
-    return on_threads(tp, rank)
+def llm_at(tp: int, rank: int) -> LanguageModel:
+    return LanguageModel(tp_spec(tp) if tp > 1 else llm_spec(), rank, "cpu", preset="tiny", seed=3)
 
 
 def text_and_image(m: LanguageModel) -> tuple[list[int], Tensor, tuple[int, int]]:
@@ -117,18 +106,20 @@ def text_and_image(m: LanguageModel) -> tuple[list[int], Tensor, tuple[int, int]
     tokens = [m.decode([call(1, "main", IM_START, 0.0), call(2, "main", IM_START, 0.0)]) for _ in range(3)]
     z = m.init_latents([call(1, "", 64, 64)])[0]
     v = m.velocity([call(1, "main", z, 0.5)])[0]
-    return [t for step in tokens for t in step], v, (m.kv.geometry.heads, m.kv.geometry.kv_heads)
+    return [t for step in tokens for t in step], v, (m.kv.geometry.heads, m.kv.geometry.kv_heads, m.describe())
 
 
 @pytest.mark.parametrize("tp", [2, 4])
 def test_the_component_at_tp_decodes_and_denoises_as_at_tp_1(tp: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(llm_module, "init_random", lively)  # livelier weights than the preset's, on every rank
-    (tokens, velocity, _), = run_component(1, text_and_image, monkeypatch)
+    tokens, velocity, _ = text_and_image(llm_at(1, 0))
     assert len(set(tokens)) > 1  # the tokens vary: a wrong shard shows
-    for got_tokens, got_velocity, heads in run_component(tp, text_and_image, monkeypatch):
+    for rank, (got_tokens, got_velocity, (heads, kv_heads, said)) in enumerate(
+            on_ranks(tp, "llm", llm_at, text_and_image, monkeypatch)):
         assert got_tokens == tokens
         torch.testing.assert_close(got_velocity, velocity, rtol=1e-6, atol=1e-6)  # the tiny preset runs float64
-        assert heads == (4 // tp, max(1, 2 // tp))  # this rank's share of the KV cache
+        assert (heads, kv_heads) == (4 // tp, max(1, 2 // tp))  # this rank's share of the KV cache
+        assert f"tensor-parallel rank {rank} of {tp}; " in said
 
 
 # ---- per-shard loading ----------------------------------------------------------------------

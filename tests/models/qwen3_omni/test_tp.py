@@ -7,7 +7,6 @@ to the whole checkpoint cut in place, with no split tensor read whole and no oth
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +37,7 @@ from tests.models.qwen3_omni.talker_helpers import lively as lively_talker
 from tests.models.qwen3_omni.thinker_reference import lively, spec
 from tests.models.test_tensor_parallel import Member, on_threads
 from tests.models.test_tensor_parallel_load import Rank, Reads, assert_bitwise, counting_open
+from tests.models.tp_ranks import on_ranks
 
 THINKER = ThinkerConfig.preset("tiny")  # 4 query heads over 2 KV heads, 4 experts top-2
 TALKER4 = replace(TalkerConfig.preset("tiny"), heads=4, kv_heads=2)  # the tiny talker has 2 heads: 4 for tp 4
@@ -105,19 +105,6 @@ def test_a_sharded_talker_decoder_gives_the_whole_decoders_states(tp: int) -> No
 # ---- the components over their paged KV engines ---------------------------------------------
 
 
-def on_ranks(tp: int, build: Callable[[Any, int], Any], work: Callable[[Any], Any], name: str,
-             monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """`work` of the component `build(spec_for_tp, rank)` makes, on each rank of a tp-way copy."""
-    mine = threading.local()
-    monkeypatch.setattr(tp_group, "group_for", lambda n: mine.group if n == name else None)
-
-    def rank(group: Member) -> Any:
-        mine.group = group
-        return work(build(tp, group.rank))
-
-    return on_threads(tp, rank)
-
-
 def thinker_at(tp: int, rank: int) -> Thinker:
     base = spec()
     return Thinker(msgspec.structs.replace(base, ranks=list(range(tp)), tp=tp), rank, "cpu", preset="tiny", seed=5)
@@ -130,18 +117,20 @@ def converse(m: Thinker) -> tuple[list[Tensor], list[list[int]], tuple[int, int]
         prev = m.decode([Call(0, "", (toks[0][-1], 0.0, 1.0)), Call(1, "", (toks[1][-1], 0.9, 0.9))])
         for seq, t in zip(toks, prev):
             seq.append(t)
-    return rows, toks, (m.kv.geometry.heads, m.kv.geometry.kv_heads)
+    return rows, toks, (m.kv.geometry.heads, m.kv.geometry.kv_heads, m.describe())
 
 
 @pytest.mark.parametrize("tp", [2, 4])
 def test_the_thinker_at_tp_gives_tp_1s_rows_and_tokens(tp: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(thinker_module, "init_random", lively)  # livelier weights than the preset's, on every rank
     rows, tokens, _ = converse(thinker_at(1, 0))
-    for got_rows, got_tokens, heads in on_ranks(tp, thinker_at, converse, "thinker", monkeypatch):
+    for rank, (got_rows, got_tokens, (heads, kv_heads, said)) in enumerate(
+            on_ranks(tp, "thinker", thinker_at, converse, monkeypatch)):
         assert got_tokens == tokens
         for got, want in zip(got_rows, rows):
-            torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)  # input embeddings: exact in float64
-        assert heads == (4 // tp, max(1, 2 // tp))
+            assert torch.equal(got, want)  # input embeddings: one real row and zeros, exact
+        assert (heads, kv_heads) == (4 // tp, max(1, 2 // tp))
+        assert f"tensor-parallel rank {rank} of {tp}; " in said
 
 
 def talker_at(tp: int, rank: int) -> Talker:
@@ -164,7 +153,7 @@ def test_the_talker_at_tp_2_speaks_tp_1s_frames(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(tm, "init_random", lively_talker)
     frames = speak(talker_at(1, 0))
     assert len({tuple(f) for f in frames}) > 1  # the frames vary: a wrong shard shows
-    for got in on_ranks(2, talker_at, speak, "talker", monkeypatch):
+    for got in on_ranks(2, "talker", talker_at, speak, monkeypatch):
         assert got == frames
 
 
