@@ -11,14 +11,16 @@ from collections.abc import Callable
 import pytest
 import torch
 from torch import Tensor, nn
-from wgc.models.layers import Embedding, LMHead, SelfAttention, SparseMoE, SwiGLU
+from wgc.models.layers import Embedding, LlamaConfig, LlamaModel, LMHead, SelfAttention, SparseMoE, SwiGLU
+from wgc.models.layers.tensor_parallel import shard_cuts, shard_structure
 from wgc.models.layers.tp_cuts import attention_cuts, expert_range, local_heads
 from wgc.models.layers.tp_modules import ExpertParallelMoE, VocabParallelEmbedding, VocabParallelLMHead
 from wgc.models.layers.tp_shard import shard_in_place
-from wgc.models.weights_io import Part
+from wgc.models.weights_io import Part, meta_module
 from wgc.runtime.engines.attention import dense_attention
 
 from tests.models.test_tensor_parallel import Member, on_threads
+from tests.models.test_tensor_parallel_load import Rank
 
 
 def lively(module: nn.Module, seed: int) -> nn.Module:
@@ -154,3 +156,15 @@ def test_vocab_parallel_embedding_and_head_give_the_whole_ones(tp: int, tied: bo
         assert kinds and shared == tied
         assert torch.equal(got_rows, rows)  # one real row and zeros: exact
         torch.testing.assert_close(got_logits, logits, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_llama_configs_cuts_are_the_walkers_cuts_of_its_model(tp: int, tied: bool) -> None:
+    """tensor_parallel.shard_cuts (from the config, for the per-shard reader) and the walker over a
+    LlamaModel (tp_shard.shard_structure) state one split."""
+    config = LlamaConfig(vocab=301, hidden=64, layers=2, heads=8, kv_heads=2, head_dim=16, intermediate=96,
+                         rope_scaling=None, max_positions=256, tie_embeddings=tied)
+    for rank in range(tp):
+        model = meta_module(lambda: LlamaModel(config))
+        assert shard_structure(model, Rank(rank, tp)) == shard_cuts(config, tp, rank)
