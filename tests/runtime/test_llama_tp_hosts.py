@@ -17,6 +17,7 @@ from tests.models.llama.checkpoint import write_checkpoint
 from tests.runtime.hosts import HEAD, Hosts, compiled, stderr
 from tests.runtime.test_multihost import head_run, outputs_by_request
 from wgc.plan.file import load_plan
+from wgc.plan.text import plan_text
 
 CHATS = [[{"role": "user", "content": "Hello"}],
          [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me a story"}],
@@ -28,6 +29,12 @@ def chat_docs() -> list[dict[str, Any]]:
     template = ChatTemplate(tokenizer.chat_template, specials=tokenizer.template_tokens)
     return [{"params": {"max_tokens": n, "temperature": 0.0}, "inputs": {"prompt": tokenizer.encode(template.text(m))}}
             for m, n in zip(CHATS, (24, 40, 16), strict=True)]
+
+
+def test_inspect_shows_the_llama_tensor_parallel_group(tmp_path: Path) -> None:
+    text = plan_text(load_plan(compiled(tmp_path, "llama", "llama-tp2-hosts.toml", port=30040))[1])
+    assert "tensor-parallel groups: (gloo, inter_host gloo)\n  lm: ranks [0, 1]" in text
+    assert "node1 (node rank 1)  127.0.0.3  ranks [1]  ports 30051" in text
 
 
 @pytest.mark.parametrize("weights", ["preset", "checkpoint"])
