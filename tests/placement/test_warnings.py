@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.placement.helpers import MODELS, PLACEMENTS, rendered, stand_in, write
+import pytest
+
+from tests.placement.helpers import MODELS, PLACEMENTS, parse_file, rendered, stand_in, write
 from wgc.compile import compile_program
 from wgc.placement import load_placement
 
@@ -68,3 +70,17 @@ def test_the_shipped_tp2_hosts_placement_warns_and_still_compiles() -> None:
     assert result.data is not None, [d.message for d in result.diagnostics]
     assert [(d.code, d.span.line) for d in result.diagnostics] == [("W101", 29)]
     assert "`node0`, `node1`" in result.diagnostics[0].message
+
+
+@pytest.mark.parametrize(("placement", "model", "warned"), [
+    ("orpheus-tp2-hosts.toml", "orpheus", "llm"),
+    ("llama-tp2-hosts.toml", "llama", "lm"),
+    ("bagel-tp2-hosts.toml", "bagel", "llm"),
+    ("qwen3-omni-tp2-hosts.toml", "qwen3_omni", "thinker"),
+    ("qwen3-omni-tp2-2hosts.toml", "qwen3_omni", None),  # its thinker's two ranks are on host gpu-a
+])
+def test_the_shipped_multi_host_placements_warn_for_the_copies_they_split(placement: str, model: str,
+                                                                          warned: str | None) -> None:
+    loaded, diags = load_placement(PLACEMENTS / placement, parse_file(MODELS / f"{model}.walk"))
+    assert loaded is not None and diags == [], rendered(diags)
+    assert [(w.code, w.message.split("`")[1]) for w in loaded.warnings] == ([("W101", warned)] if warned else [])
