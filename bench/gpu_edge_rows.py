@@ -111,7 +111,7 @@ class Inbox:
 
     def take(self, count: int) -> list[Any]:
         import zmq
-        from wgc.runtime.process.edge_frames import HEADER
+        from wgc.runtime.process.edge_frames import HEADER, Pending
         from wgc.runtime.process.wire import decode
 
         while len(self.came) < count:
@@ -127,6 +127,9 @@ class Inbox:
                     break
                 self.order.items.append(self.edges.expect(frames) if frames[0].bytes == HEADER
                                         else decode(self.plain, frames))
+            failed = [m.error for m in self.order.items if isinstance(m, Pending) and m.error]
+            if failed:  # a worker drops it (its host's detector reports why); here it is the result
+                raise RuntimeError(f"rank {self.edges.rank}: a payload failed: {failed[0]}")
             self.came += self.order.released(self.edges.decode)
         out, self.came = self.came[:count], self.came[count:]
         return out
@@ -148,5 +151,20 @@ def _both_ways(edges: Any, inbox: Inbox, push: Any, rank: int, device: str) -> t
     for i in range(BOTH_WAYS):
         edges.post(1 - rank, push, _message(i, BIG, device, "edge"))
     got = inbox.take(BOTH_WAYS)
+    took = time.perf_counter() - t0
     bad = sum(not _check(m, device) for m in got) + int([m.request for m in got] != list(range(BOTH_WAYS)))
-    return 1e6 * (time.perf_counter() - t0), bad
+    _goodbye(inbox, push)
+    return 1e6 * took, bad
+
+
+def _goodbye(inbox: Inbox, push: Any) -> None:
+    """Both ranks say they have every message before either exits: a rank that exits while its send
+    thread still writes a payload tears the pair down under the other's receive."""
+    from wgc.runtime.process import wire
+    from wgc.runtime.protocol.codec import Codec
+    from wgc.runtime.protocol.messages import Data
+
+    wire.send(push, Codec(), Data(-1, "", "bye", None))
+    (bye,) = inbox.take(1)
+    if bye.tag != "bye":
+        raise RuntimeError(f"rank {inbox.edges.rank}: {bye.tag!r} came where the peer's goodbye was due")
