@@ -97,3 +97,10 @@ def test_placement_with_errors_reports_diagnostics(tmp_path: Path) -> None:
 def test_unwritable_output_is_an_io_error(tmp_path: Path) -> None:
     code, err = _run(str(MODELS / "orpheus.walk"), "-o", str(tmp_path / "no" / "dir" / "out.dot"))
     assert code == 2 and "cannot write" in err
+
+
+def test_a_placement_warning_is_shown_and_the_graph_still_drawn(tmp_path: Path) -> None:
+    out = tmp_path / "orpheus.dot"
+    code, err = _run(str(MODELS / "orpheus.walk"), "-p", str(PLACEMENTS / "orpheus-tp2-hosts.toml"), "-o", str(out))
+    assert code == 0, err
+    assert "W101" in err and out.read_text().startswith("digraph")

@@ -42,6 +42,7 @@ def graph(model: str, placement: str | None, output: str) -> None:
     loaded = None
     if checked.ok and checked.program is not None and placement is not None:
         loaded, placement_diags = load_placement(Path(placement), checked.program)
+        placement_diags = [*placement_diags, *(loaded.warnings if loaded is not None else ())]  # W codes too
         diags.extend(placement_diags)
         sources.update(_read_all({d.span.file for d in placement_diags} - set(sources)))
     _report(diags, sources)
