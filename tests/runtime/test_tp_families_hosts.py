@@ -51,6 +51,7 @@ def test_bagel_llm_at_tp2_across_two_hosts_gives_tp1s_text_and_image(tmp_path: P
     got, expected, lines = run_tp2_and_tp1(tmp_path, "bagel", "bagel-tp2-hosts.toml", "llm", "cpu.toml", BAGEL_DOCS)
     for rank in (0, 1):
         assert f"rank {rank}: llm tensor-parallel group [0, 1] connected over gloo" in lines
+        assert f"tensor-parallel rank {rank} of 2; " in lines  # each rank's start-up line names its shard
     assert got.keys() == expected.keys() and len(got) == 2
     first, second = (got[k] for k in sorted(got))
     want_first, want_second = (expected[k] for k in sorted(expected))
@@ -64,6 +65,7 @@ def test_qwen3_omni_thinker_at_tp2_across_two_hosts_gives_tp1s_reply_and_speech(
                                            "qwen3-omni-cpu2.toml", OMNI_DOCS)
     for rank in (0, 1):
         assert f"rank {rank}: thinker tensor-parallel group [0, 1] connected over gloo" in lines
+        assert f"tensor-parallel rank {rank} of 2; " in lines
     assert got.keys() == expected.keys() and len(got) == 2
     for k in got:
         assert got[k]["text"] == expected[k]["text"] and got[k]["text"]
