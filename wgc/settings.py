@@ -19,6 +19,9 @@
                          models/llama.walk (config.json, safetensors, tokenizer.json, tokenizer_config.json;
                          unset: tiny preset)
     WGC_SNAC_DIR         local directory of SNAC 24 kHz (unset: tiny random SNAC)
+    WGC_SNAC_WHOLE_WINDOWS  1: Orpheus's codec decodes each 28-token window whole and slices its kept
+                         frame, instead of computing the kept frame's receptive field only; for comparing
+                         them (bench/peer/orpheus.py)
     WGC_API_KEY          the Bearer key of `wgc run --serve` when neither --api-key-file nor --api-key
                          is given (unset or empty: none); kept out of the workers' environment
     WGC_BAGEL_DIR        local BAGEL-7B-MoT directory (ema.safetensors, ae.safetensors, llm_config.json,
@@ -117,6 +120,11 @@ def host_timeout() -> float:
 def cpu_packed_linear() -> bool:
     """WGC_CPU_PACKED_LINEAR: whether a CPU kv component packs its weights for oneDNN (default on; 0 is off)."""
     return os.environ.get("WGC_CPU_PACKED_LINEAR", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def snac_whole_windows() -> bool:
+    """WGC_SNAC_WHOLE_WINDOWS: Orpheus's codec decodes whole windows (default off)."""
+    return os.environ.get("WGC_SNAC_WHOLE_WINDOWS", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def http_plain() -> bool:

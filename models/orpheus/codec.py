@@ -37,6 +37,8 @@ from snac import SNAC
 from torch import Tensor, nn
 from wgc.models.layers.presets import TinyPreset
 from wgc.models.orpheus.config import AUDIO_BASE, CODEBOOK, FRAME
+from wgc.models.orpheus.knobs import snac_whole_windows
+from wgc.models.orpheus.snac_region import RegionUnsupported, region_decoder
 from wgc.models.weights_io import WeightsError, announce, choose, one_line
 from wgc.runtime.components.base import Call, Component
 
@@ -159,6 +161,7 @@ class SnacDecoder(TinyPreset, Component):
         self.sample_rate = int(self.model.sampling_rate)
         self.keep = (self.frame, 2 * self.frame)  # [2048:4096] at 24 kHz
         self.stats = {"windows": 0, "invalid_windows": 0}
+        self.region = None if snac_whole_windows() else kept_region(self.model, self.keep)
         self.buckets = batch_buckets(int(spec.settings.get("max_batch", 0) or 0) or DEFAULT_MAX_BATCH)
         self.what = f"{self.frame} samples per frame at {self.sample_rate} Hz on {device}"
         announce("orpheus", spec.name, "WGC_SNAC_DIR" if fallback else None, "the tiny SNAC", f"SNAC {self.source}",
@@ -183,9 +186,19 @@ class SnacDecoder(TinyPreset, Component):
         self.stats["windows"] += tokens.shape[0]
         self.stats["invalid_windows"] += int((~ok).sum())
         if ok.any():
-            audio = self.decode_codes(codes[ok])  # [b, 4 * frame]
-            out[ok] = audio[:, self.keep[0]:self.keep[1]].float().cpu()
+            out[ok] = self.decode_kept(codes[ok]).float().cpu()
         return out
+
+    def decode_kept(self, codes: Tensor) -> Tensor:
+        """[B, 28] valid codes → [B, frame]: each window's kept frame, computed over the kept
+        region's receptive field only (models/orpheus/snac_region.py) where the decoder allows,
+        else sliced out of the whole window's decode."""
+        if self.region is None:
+            return self.decode_codes(codes)[:, self.keep[0]:self.keep[1]]
+        rows, codes = self._padded(codes)
+        levels = [lv.to(self.torch_device) for lv in split_levels(codes)]
+        with torch.no_grad():
+            return self.region(self.model.quantizer.from_codes(levels))[:rows, 0]
 
     def decode_codes(self, codes: Tensor) -> Tensor:
         """[B, 7F] valid codes → [B, F * frame] samples: SNAC's decode of the whole sequence at once.
@@ -193,19 +206,23 @@ class SnacDecoder(TinyPreset, Component):
         The batch is padded (with copies of its first row, dropped after) to the next of a few
         batch sizes (`batch_buckets`), so that the convolutions see few shapes, each built once at
         warm-up rather than on a request's path (a new batch size costs 100-200 ms on CPU)."""
+        rows, codes = self._padded(codes)
+        levels = [lv.to(self.torch_device) for lv in split_levels(codes)]
+        with torch.no_grad():
+            return self.model.decode(levels)[:rows, 0]  # [B, F * frame]
+
+    def _padded(self, codes: Tensor) -> tuple[int, Tensor]:
         rows = codes.shape[0]
         padded = next((b for b in self.buckets if b >= rows), rows)
         if padded > rows:
             codes = torch.cat([codes, codes[:1].expand(padded - rows, -1)])
-        levels = [lv.to(self.torch_device) for lv in split_levels(codes)]
-        with torch.no_grad():
-            return self.model.decode(levels)[:rows, 0]  # [B, F * frame]
+        return rows, codes
 
     def warm_up(self, progress: Callable[[str], None]) -> None:
         """Decode one window at every batch bucket (silence's codes), largest first."""
         window = torch.tensor([AUDIO_BASE + CODEBOOK * (k % FRAME) for k in range(WINDOW)])
         for bucket in sorted(self.buckets, reverse=True):
-            self.decode_codes(token_codes(window.expand(bucket, -1)))
+            self.decode_kept(token_codes(window.expand(bucket, -1)))
         progress(f"decoded batch sizes {','.join(str(b) for b in self.buckets)}")
 
     def counters(self) -> dict[str, int]:
@@ -220,6 +237,16 @@ def batch_buckets(max_batch: int) -> list[int]:
     (which is always one): padding wastes at most a few rows, and there are few shapes to warm."""
     sizes = [b for b in (1, 2, 4) if b < max_batch] + list(range(8, max_batch, 8))
     return [*sizes, max_batch]
+
+
+def kept_region(model: SNAC, keep: tuple[int, int]) -> Callable[[Tensor], Tensor] | None:
+    """SNAC's decoder over a window's kept samples only, or None where its layers do not allow it
+    (then the whole window is decoded and sliced)."""
+    steps = WINDOW // FRAME * max(model.vq_strides)  # latent steps of a window: 4 frames
+    try:
+        return region_decoder(model.decoder, steps, keep)
+    except RegionUnsupported:
+        return None
 
 
 def _tokens(chunk: Any) -> list[int]:

@@ -15,3 +15,9 @@ def orpheus_dir() -> Path | None:
 def snac_dir() -> Path | None:
     return settings.weights_dir("WGC_SNAC_DIR")
 
+
+
+def snac_whole_windows() -> bool:
+    """WGC_SNAC_WHOLE_WINDOWS=1: decode every window whole and slice the kept frame (the way before
+    the kept-region decoder), for comparing the two (bench/peer/orpheus.py)."""
+    return settings.snac_whole_windows()

@@ -166,8 +166,9 @@ def test_a_batch_is_padded_to_its_bucket_and_each_window_decodes_as_alone(snac: 
     windows = [audio_tokens(torch.randint(0, 4096, (WINDOW,), generator=gen).tolist()) for _ in range(5)]
     alone = [snac.decode([Call(1, "", (w,))])[0] for w in windows]
     seen: list[int] = []
-    decode = snac.model.decode
-    monkeypatch.setattr(snac.model, "decode", lambda levels: seen.append(levels[0].shape[0]) or decode(levels))
+    decode = snac.model.quantizer.from_codes  # both decoders (whole window, kept region) start here
+    monkeypatch.setattr(snac.model.quantizer, "from_codes",
+                        lambda levels: seen.append(levels[0].shape[0]) or decode(levels))
     together = snac.decode([Call(i, "", (w,)) for i, w in enumerate(windows)])
     assert seen == [8]
     assert len(together) == 5
@@ -177,8 +178,9 @@ def test_a_batch_is_padded_to_its_bucket_and_each_window_decodes_as_alone(snac: 
 
 def test_warm_up_decodes_every_bucket_once_largest_first(snac: SnacDecoder, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
-    decode = snac.model.decode
-    monkeypatch.setattr(snac.model, "decode", lambda levels: seen.append(levels[0].shape[0]) or decode(levels))
+    decode = snac.model.quantizer.from_codes  # both decoders (whole window, kept region) start here
+    monkeypatch.setattr(snac.model.quantizer, "from_codes",
+                        lambda levels: seen.append(levels[0].shape[0]) or decode(levels))
     lines: list[str] = []
     snac.warm_up(lines.append)
     assert seen == [16, 8, 4, 2, 1]
