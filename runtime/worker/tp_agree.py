@@ -30,9 +30,11 @@ leader's collective would wait for the follower (until the Gloo timeout). So:
   run every batch naming it; then `settle` hands the request and its Cancel back to be dropped.
 
 A leader that also follows another copy posts its releases at once, before its own drop waits, so
-two copies can never wait for each other. A request a follower fails by itself (an error on that
-rank alone) is still dropped at once: the batch's fault isolation needs it gone; an error in a
-component is the same on every rank of the copy (the same calls, the same shards' checks).
+two copies can never wait for each other. A request a rank fails is dropped at once (the batch's
+fault isolation needs it gone): an error in a component is the same on every rank of the copy (the
+same calls, the same shards' checks), so every rank fails it in the same batch, and a follower
+leaves its lanes out of decisions the leader made before that batch, as the leader skips them. An
+error on one rank alone remains unmatched (fail-stop: the Gloo timeout).
 """
 
 from __future__ import annotations
@@ -170,7 +172,9 @@ class TpAgreement:
             decision = queue[0]
             key = (component, decision.entry)
             at = here.get(key, {})  # only instances at this entry's RUN: the same instance may be at another
-            group = [at.get((int(r), str(k))) for r, k in decision.instances]
+            # a lane of a request this rank already failed is left out: the leader failed it in the same
+            # batch (a component's error is the same on every rank) and skips its later lanes too
+            group = [at.get((int(r), str(k))) for r, k in decision.instances if int(r) not in self.dead]
             if key in out or any(i is None for i in group):
                 break  # one batch per entry a round; or the decided instances are not all here yet
             queue.popleft()

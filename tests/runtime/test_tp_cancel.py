@@ -178,3 +178,15 @@ def test_a_leader_that_also_follows_decides_no_lane_of_a_request_it_keeps(tmp_pa
     held, order = leader.agree(batches, [("lm", "decode")], lambda dest, msg: sent.append((dest, msg)))
     assert held == [a] and batches[("lm", "decode")] == [b] and order == [("lm", "decode")]
     assert sent == [(1, TpBatch("lm", "decode", [[2, "main/decode#1"]]))]
+
+
+def test_a_decided_lane_of_a_request_failed_here_is_left_out_not_waited_for(tmp_path: Path) -> None:
+    """The request failed on both ranks in one batch (the same error everywhere); a decision the leader
+    made before that names its other instance: the follower runs the rest, as the leader does."""
+    _, follower = agreements(tmp_path)
+    follower.dead.add(1)
+    b = Instance(2, "main/decode#1", "decode", [], None)
+    follower.decided(TpBatch("lm", "decode", [[1, "main/decode#1"], [2, "main/decode#1"]]))
+    batches = {("lm", "decode"): [b]}
+    held, order = follower.agree(batches, [("lm", "decode")], lambda dest, msg: None)
+    assert order == [("lm", "decode")] and batches[("lm", "decode")] == [b] and held == []
