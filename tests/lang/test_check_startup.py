@@ -1,6 +1,7 @@
 """A plain `wgc check` command line runs without click (wgc.cli.main → check_cmd.run), imports
-nothing beyond the check (no click, certifi, torch, lark or pickle), and behaves exactly as the click
-command does; every other check command line (help, usage errors) still reaches click."""
+nothing beyond the check (no click, certifi, torch, lark or pickle), ends with its objects frozen
+out of the interpreter's last garbage collection, and behaves exactly as the click command does;
+every other check command line (help, usage errors) still reaches click."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ try:
     main()
 except SystemExit as done:
     code = done.code
-print(json.dumps({"code": code, "new": sorted(set(sys.modules) - before)}), file=sys.stderr)
+import gc
+frozen = gc.get_freeze_count()
+print(json.dumps({"code": code, "new": sorted(set(sys.modules) - before), "frozen": frozen}), file=sys.stderr)
 """
 NEVER = {"click", "certifi", "torch", "numpy", "lark", "regex", "pickle"}
 
@@ -46,6 +49,7 @@ def test_a_plain_check_imports_no_click_certifi_torch_lark_or_pickle(args: list[
     new = set(report["new"])
     assert {"wgc.check", "wgc.lang.walk_parser", "wgc.cli.check_cmd"} <= new  # the check did run
     assert not {m.split(".")[0] for m in new} & NEVER, sorted(m for m in new if m.split(".")[0] in NEVER)
+    assert report["frozen"] > 10_000  # the check's objects are left out of the interpreter's last collection
 
 
 def _wgc(args: list[str], via_click: bool, stdin: str = "") -> tuple[int, str, str]:
