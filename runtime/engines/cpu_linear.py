@@ -6,8 +6,8 @@ AVX-512) MKL's sgemm for the few rows of a decode batch runs at 40-70 GFLOP/s. o
 `mkldnn._linear_pointwise` over a weight reordered once into its blocked layout
 (`mkldnn._reorder_linear_weight`) does the same product 2-2.7x faster at 3..64 rows and as fast
 at one row. It is also batch-invariant: a row's result is bitwise the same at any row count (MKL's
-is not below 5 rows), which keeps a request's tokens the same whatever it is batched with, so one
-row takes it too. On small weights (the 0.7M shape's 128 x 256) oneDNN's fixed cost of about
+is not at a few rows: see the padding below), which keeps a request's tokens the same whatever it is
+batched with, so one row takes it too. On small weights (the 0.7M shape's 128 x 256) oneDNN's fixed cost of about
 10 us is more than the product: those keep `F.linear`.
 
 `pack_linears(model)` gives every `nn.Linear` of a model (and any module whose class sets
@@ -20,7 +20,15 @@ a kv component calls it once for its model on CPU (`KVComponent.use_graphs`). Wh
   made again whenever the weight changed since (another tensor, or the same one written in place:
   keyed on its storage pointer and its version counter), so a weight loaded after packing is used;
 - `F.linear` whenever the packed path does not apply: autograd wanted, not float32 on CPU, a
-  weight under `MIN_PACKED_WEIGHT` elements, or oneDNN missing from this torch build.
+  weight under `MIN_PACKED_WEIGHT` elements, or oneDNN missing from this torch build. For a small
+  weight on CPU (MKL's sgemm) a product of fewer than `MKL_PAD_BELOW` rows is padded with zero
+  rows to a multiple of 4: MKL computes a row bitwise alike at any row count from 4 on at one
+  thread, but not at 1 (a gemv) or 2-3 rows (another kernel), and at two threads not at 5-7 or
+  9-11 rows either (a thread's share falls under 4); padded so, every row count from 1 to 199 gave
+  each row the bits it has alone, at 1, 2, 3, 4 and 8 threads (measured on this 2-core host; more
+  cores may split rows otherwise). Without it a request's tokens could change with what it is
+  batched with (a decode row alone, or beside other rows and a prompt's chunk in one mixed
+  forward). It costs ~6-9 us a product at one row.
 Results are float32 products summed in another order than MKL's: equal to rounding (the parity
 tests' tolerances), the same greedy tokens. WGC_CPU_PACKED_LINEAR=0 turns it off (the bench's
 baseline).
@@ -38,6 +46,7 @@ from wgc import settings
 
 MIN_PACKED_WEIGHT = 1 << 16  # elements: below, oneDNN's fixed cost exceeds what it saves (128 x 256 at 1-32 rows)
 PACK_ROWS_HINT = 32  # the rows oneDNN is told to expect when it reorders: fast from 1 to 64 rows (measured)
+MKL_PAD_BELOW = 16  # products of fewer rows are padded to a multiple of 4 rows for MKL (see the docstring)
 
 
 class PackedWeight:
@@ -65,12 +74,25 @@ def packed_available() -> bool:
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None, packed: PackedWeight | None) -> Tensor:
-    """x @ weight.T + bias: through the packed weight when it applies (see the module docstring)."""
-    if (packed is None or x.dtype != torch.float32 or weight.dtype != torch.float32 or x.device.type != "cpu"
-            or weight.numel() < MIN_PACKED_WEIGHT
+    """x @ weight.T + bias: through the packed weight when it applies, else batch-invariant MKL on CPU
+    (see the module docstring)."""
+    if (x.dtype != torch.float32 or weight.dtype != torch.float32 or x.device.type != "cpu"
             or (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad))):
         return F.linear(x, weight, bias)
+    if packed is None or weight.numel() < MIN_PACKED_WEIGHT:
+        return invariant_linear(x, weight, bias)
     return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed.get(weight), bias, "none", [], "")
+
+
+def invariant_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """F.linear on CPU over a row count MKL gives each row the same bits at (zero rows added below
+    MKL_PAD_BELOW to reach a multiple of 4, their outputs dropped)."""
+    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    target = max(4, -(-rows // 4) * 4)
+    if rows >= MKL_PAD_BELOW or rows == 0 or target == rows:
+        return F.linear(x, weight, bias)
+    padded = F.pad(x.reshape(rows, x.shape[-1]), (0, 0, 0, target - rows))  # [target, in]
+    return F.linear(padded, weight, bias)[:rows].reshape(*x.shape[:-1], weight.shape[0])  # [..., out]
 
 
 class FusedWeight:

@@ -15,7 +15,15 @@ import torch.nn.functional as F
 from torch import nn
 from wgc.models.layers import LlamaConfig, LlamaModel
 from wgc.runtime.engines.attention import AttentionBatch, KVStorage, TorchAttention, plan_torch
-from wgc.runtime.engines.cpu_linear import PackedLinear, PackedWeight, linear, pack_linears, packed_available
+from wgc.runtime.engines.cpu_linear import (
+    MIN_PACKED_WEIGHT,
+    PackedLinear,
+    PackedWeight,
+    invariant_linear,
+    linear,
+    pack_linears,
+    packed_available,
+)
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Write
 
 from tests.engines.test_attention import HEAD_DIM, NUM_PAGES, PAGE, expected, fill_pages, make_batch
@@ -140,6 +148,26 @@ def test_a_packed_row_is_bitwise_the_same_at_any_batch_size() -> None:
         full = layer(x)
         for rows in (1, 2, 3, 5, 8, 17):
             assert torch.equal(layer(x[:rows]), full[:rows]), rows
+
+
+@pytest.mark.parametrize("out_features, in_features", [(128, 128), (512, 128), (128, 256), (64, 128)])
+def test_a_small_weights_row_is_bitwise_the_same_at_any_batch_size(out_features: int, in_features: int) -> None:
+    """Under MIN_PACKED_WEIGHT (and for a small module's fused gate/up, [512, 128]) the product is
+    MKL's, padded to a multiple of 4 rows: a row's bits do not depend on how many rows it shares the
+    product with (one alone, a few, or a long prompt), at this host's thread count."""
+    weight, bias = torch.randn(out_features, in_features) * 0.05, torch.randn(out_features)
+    x = torch.randn(70, in_features)
+    with torch.no_grad():
+        full = invariant_linear(x, weight, bias)  # [70, out]
+        for rows in (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 15, 16, 33):
+            assert torch.equal(invariant_linear(x[:rows], weight, bias), full[:rows]), rows
+            assert torch.equal(invariant_linear(x[rows:rows + 1], weight, bias)[0], full[rows]), rows  # alone
+        assert invariant_linear(x[:1].reshape(1, 1, in_features), weight, bias).shape == (1, 1, out_features)
+        torch.testing.assert_close(full, F.linear(x, weight, bias), atol=1e-6, rtol=1e-6)
+        layer = nn.Linear(128, 128)  # a small module takes this product once packed
+        pack_linears(layer)
+        assert layer.weight.numel() < MIN_PACKED_WEIGHT
+        assert torch.equal(layer(x[:1, :128]), invariant_linear(x[:1, :128], layer.weight, layer.bias))
 
 
 def test_a_cpu_kv_component_packs_its_model_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
