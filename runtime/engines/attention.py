@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import torch
@@ -40,6 +40,12 @@ class KVStorage:
 
     k: Tensor  # [layers, num_pages, page_size, kv_heads, head_dim]
     v: Tensor  # [layers, num_pages, page_size, kv_heads, head_dim]
+    # each layer's (k_pages, v_pages) views, made once: a step asks for them every layer, and two
+    # `select`s a layer were a measurable share of a small model's decode step (~1 us each)
+    layers: tuple[tuple[Tensor, Tensor], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", tuple(zip(self.k.unbind(0), self.v.unbind(0))))
 
     @staticmethod
     def allocate(layers: int, num_pages: int, page_size: int, kv_heads: int, head_dim: int,
@@ -52,7 +58,7 @@ class KVStorage:
         return self.k.shape[2]
 
     def layer(self, index: int) -> tuple[Tensor, Tensor]:
-        return self.k[index], self.v[index]  # each [num_pages, page_size, kv_heads, head_dim]
+        return self.layers[index]  # each [num_pages, page_size, kv_heads, head_dim]
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,7 @@ class TorchPlan:
     out_index: Tensor  # [sum n] int64: row of the padded [B * Q] output holding each packed token
     mask: Tensor | None  # [B, 1, Q, K] bool, True = attend; K = K_pages (+ Q when not writing); None = all
     decode: bool = False  # one new token per sequence, written: q_index and out_index are the identity
+    key_rows: Tensor | None = None  # decode: key_slots flattened [B * K], made once for every layer
 
 
 def plan_torch(batch: AttentionBatch, device: torch.device | str = "cpu", fast_decode: bool = True) -> TorchPlan:
@@ -178,8 +185,9 @@ def plan_decode(batch: AttentionBatch, device: torch.device | str = "cpu") -> To
     write_slots = slots.gather(1, (kv_len - 1)[:, None])[:, 0]  # [B]
     order = torch.arange(rows)  # [B]
     mask = None if min(lengths) == width else valid[:, None, None, :width].to(device)  # [B, 1, 1, K]
-    return TorchPlan(True, write_slots.to(device), key_slots.to(device), order[:, None].to(device),
-                     order.to(device), mask, decode=True)
+    key_slots = key_slots.to(device)
+    return TorchPlan(True, write_slots.to(device), key_slots, order[:, None].to(device),
+                     order.to(device), mask, decode=True, key_rows=key_slots.reshape(-1))
 
 
 def _pad_tables(tables: Sequence[Sequence[int]]) -> Tensor:
@@ -196,8 +204,10 @@ def _slots(tables: Tensor, positions: Tensor, page_size: int) -> Tensor:
 def write_kv(k_pages: Tensor, v_pages: Tensor, k: Tensor, v: Tensor, slots: Tensor) -> None:
     """Scatter new keys/values k, v: [N, kv_heads, head_dim] into the pages at flat slots [N]."""
     kv_heads, head_dim = k_pages.shape[2:]
-    k_pages.view(-1, kv_heads, head_dim).index_copy_(0, slots, k.to(k_pages.dtype))  # [pages * size, kvh, d]
-    v_pages.view(-1, kv_heads, head_dim).index_copy_(0, slots, v.to(v_pages.dtype))  # [pages * size, kvh, d]
+    if k.dtype != k_pages.dtype:  # a cast only when needed: a decode step writes every layer (one dispatch each)
+        k, v = k.to(k_pages.dtype), v.to(v_pages.dtype)
+    k_pages.view(-1, kv_heads, head_dim).index_copy_(0, slots, k)  # [pages * size, kvh, d]
+    v_pages.view(-1, kv_heads, head_dim).index_copy_(0, slots, v)  # [pages * size, kvh, d]
 
 
 def run_torch(plan: TorchPlan, q: Tensor, k_pages: Tensor, v_pages: Tensor,
@@ -233,17 +243,31 @@ def _attend_decode(plan: TorchPlan, q: Tensor, k_pages: Tensor, v_pages: Tensor,
     """A decode step's attention: no query gather or output scatter (both the identity), and grouped
     queries laid out as their kv head's rows (q [B, kv_heads, group, d] against keys [B, kv_heads,
     K, d]: query head h reads kv head h // group, SDPA's enable_gqa pairing) so no key is repeated.
-    (Gathering whole pages instead of slots was tried: no faster, and it reads the last page's padding.)"""
+    (Gathering whole pages instead of slots was tried: no faster, and it reads the last page's padding;
+    so was gathering head-major rows of head_dim into buffers kept across layers, for a contiguous
+    [B, kv_heads, K, d]: no faster in the decode step, though faster alone.)
+    Every layer of every step runs this, so it issues as few operators as it can: the flat key
+    slots come with the plan, each gathered [B * K, kv_heads, d] is seen as [B, kv_heads, K, d] by one
+    as_strided (not a view and a transpose), and nothing is cast that already has q's dtype."""
     batch_size, heads, head_dim = q.shape
     kv_heads = k_pages.shape[2]
-    keys = _gather(k_pages.view(-1, kv_heads, head_dim), plan.key_slots)  # [B, K, kv_heads, d]
-    values = _gather(v_pages.view(-1, kv_heads, v_pages.shape[3]), plan.key_slots)  # [B, K, kv_heads, d]
+    rows = plan.key_rows if plan.key_rows is not None else plan.key_slots.reshape(-1)  # [B * K]
+    keys = _gather_heads(k_pages, rows, batch_size)  # [B, kv_heads, K, d]
+    values = _gather_heads(v_pages, rows, batch_size)  # [B, kv_heads, K, d_v]
+    if keys.dtype != q.dtype:
+        keys, values = keys.to(q.dtype), values.to(q.dtype)
     grouped = q.reshape(batch_size, kv_heads, heads // kv_heads, head_dim)  # [B, kv_heads, group, d]
-    out = F.scaled_dot_product_attention(
-        grouped, keys.transpose(1, 2).to(q.dtype), values.transpose(1, 2).to(q.dtype),
-        attn_mask=plan.mask, scale=scale,
-    )  # [B, kv_heads, group, d]
-    return out.reshape(batch_size, heads, -1)  # [B, heads, d]
+    out = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=plan.mask, scale=scale)  # [B, kvh, g, d_v]
+    return out.view(batch_size, heads, -1)  # [B, heads, d_v]
+
+
+def _gather_heads(pages: Tensor, rows: Tensor, batch_size: int) -> Tensor:
+    """pages [num_pages, page_size, kv_heads, d] at flat slots `rows` [B * K] -> [B, kv_heads, K, d], a
+    strided view of the one gathered [B * K, kv_heads, d] tensor."""
+    kv_heads, dim = pages.shape[2:]
+    width = rows.shape[0] // batch_size
+    gathered = pages.view(-1, kv_heads, dim).index_select(0, rows)  # [B * K, kv_heads, d]
+    return gathered.as_strided((batch_size, kv_heads, width, dim), (width * kv_heads * dim, dim, kv_heads * dim, 1))
 
 
 def paged_attention(q: Tensor, k_pages: Tensor, v_pages: Tensor, page_tables: Sequence[Sequence[int]],
