@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from wgc.runtime.process.store import bound_master  # noqa: E402
+
 from bench.gpu_edge_rows import BIG, BOTH_WAYS, runtime_rows  # noqa: E402
 
 ADDRESSES = ("127.0.0.2", "127.0.0.3")
@@ -45,7 +47,8 @@ SIZES = [(2048,), (4096, 64)]  # a hidden state, a latent
 def _group(backend: str, rank: int, port: int) -> tuple[object, object]:
     import torch.distributed as dist
 
-    store = dist.TCPStore(ADDRESSES[0], port, 2, rank == 0, timedelta(seconds=60))
+    timeout = timedelta(seconds=60)  # the master on the first host's address only, as the runtime's
+    store = bound_master(ADDRESSES[0], port, timeout) if rank == 0 else dist.TCPStore(ADDRESSES[0], port, None, False, timeout)
     prefix = dist.PrefixStore("bench/", store)
     if backend == "nccl":
         opts = dist.ProcessGroupNCCL.Options()

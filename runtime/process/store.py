@@ -30,29 +30,35 @@ def needs_store(plan: Plan) -> bool:
     return bool(tp_groups(plan)) or uses_edges(plan)
 
 
+def bound_master(host: str, port: int, timeout: timedelta = timedelta(seconds=300)) -> Any:
+    """A master TCPStore listening on `host` only (not every interface): OSError naming the address
+    when it cannot be bound."""
+    import torch.distributed as dist
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as err:
+        sock.close()
+        raise OSError(f"cannot host the rendezvous store on {host}:{port}: {err.strerror or err}") from None
+    try:
+        store = dist.TCPStore(host, port, None, True, timeout, wait_for_workers=False,
+                              master_listen_fd=sock.fileno(), use_libuv=False)
+    except BaseException:
+        sock.close()
+        raise
+    sock.detach()  # the store owns the listening socket now, and closes it
+    return store
+
+
 class HeadStore:
-    """The master TCPStore, alive as long as this object (`close` ends it)."""
+    """The plan's master TCPStore, alive as long as this object (`close` ends it)."""
 
     def __init__(self, plan: Plan) -> None:
-        import torch.distributed as dist
-
-        host, port = store_address(plan)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.sock.bind((host, port))
-            self.sock.listen(128)
-        except OSError as err:
-            self.sock.close()
-            raise OSError(f"cannot host the rendezvous store on {host}:{port}: {err.strerror or err}") from None
-        try:
-            self.store: Any = dist.TCPStore(host, port, None, True, timedelta(seconds=300), wait_for_workers=False,
-                                            master_listen_fd=self.sock.fileno(), use_libuv=False)
-        except BaseException:
-            self.sock.close()
-            raise
-        self.sock.detach()  # the store owns the listening socket now, and closes it
+        self.store: Any = bound_master(*store_address(plan))
 
     def close(self) -> None:
         self.store = None
