@@ -8,6 +8,7 @@ through the page tables):
                                     budget (`Call.budget`): a long prompt is written over several
                                     rounds and only the last chunk samples;
     decode(prev, ...) -> token      writes `prev` (the token sampled last) and samples the next.
+A round's decode and prefill calls share one forward (`call_mixed`, the batcher's mixed dispatch).
 
 A family subclass builds its `LlamaModel`, calls `start_engine`, and says what is its own:
     prompt_ids(call)       the model ids a prefill call writes (its prompt format, its tokenizer);
@@ -63,6 +64,13 @@ class PagedLlama(KVComponent):
     seed: int | None = None
     chunked_entries = frozenset({"prefill"})
     graph_entries = frozenset({"decode"})
+
+    @property
+    def mixed_entries(self) -> frozenset[str]:  # type: ignore[override]
+        """prefill and decode share a forward (`call_mixed`), unless a subclass overrides either entry:
+        `call_mixed` would go around its override."""
+        own = type(self).prefill is PagedLlama.prefill and type(self).decode is PagedLlama.decode
+        return frozenset({"prefill", "decode"}) if own else frozenset()
 
     def start_engine(self, model: LlamaModel, dtype: torch.dtype, graph_context: int,
                      plan_ahead: bool | None) -> None:
@@ -179,19 +187,49 @@ class PagedLlama(KVComponent):
             ids = self._prompts[key] = self.prompt_ids(call)
         return ids
 
+    def check_prompt(self, call: Call) -> None:
+        """A family's check of a prefill call's prompt: CallError (its request fails, the batch runs
+        on) for one it cannot take. Default: none."""
+
     def prefill(self, calls: list[Call]) -> list[Any]:
+        return self._prefill_done(calls, self._run(self._prefill_rows(calls), fresh=True))
+
+    def decode(self, calls: list[Call]) -> list[Any]:
+        return self._run(self._decode_rows(calls), fresh=False)
+
+    def call_mixed(self, parts: list[tuple[str, list[Call]]]) -> list[list[Any]]:
+        """Calls of several entries (`mixed_entries`) in one forward, as vLLM's scheduler batches them:
+        decode rows beside prefill rows (each a chunk under its budget), one pass over the weights a
+        round instead of one per entry. Per part, its calls' results in order."""
+        rows: list[Row] = []
+        spans: list[tuple[str, list[Call], int, int]] = []
+        for entry, calls in parts:
+            if entry not in self.mixed_entries:
+                raise ValueError(f"{self.spec.name}.{entry} cannot share a forward")
+            made = self._decode_rows(calls) if entry == "decode" else self._prefill_rows(calls)
+            spans.append((entry, calls, len(rows), len(rows) + len(made)))
+            rows.extend(made)
+        out = self._run(rows, fresh=False)  # graphs only serve a batch of one token a row
+        return [self._prefill_done(calls, out[a:b]) if entry == "prefill" else out[a:b]
+                for entry, calls, a, b in spans]
+
+    def _prefill_rows(self, calls: list[Call]) -> list[Row]:
         rows: list[Row] = []
         for c in calls:
+            self.check_prompt(c)
             ids = self._prompt_ids(c)
             self._check_limit(c, len(ids))
             rows.append((c.request, self.label_of(c), ids, self.sampling_args("prefill", c), c.budget))
-        out = self._run(rows, fresh=True)
+        return rows
+
+    def _prefill_done(self, calls: list[Call], out: list[Any]) -> list[Any]:
+        """A prompt written whole drops its cached ids (a chunked one keeps them for its next chunk)."""
         for c, token in zip(calls, out):
             if token is not PARTIAL:
                 self._prompts.pop((c.request, self.label_of(c)), None)
         return out
 
-    def decode(self, calls: list[Call]) -> list[Any]:
+    def _decode_rows(self, calls: list[Call]) -> list[Row]:
         """One token a row. The rows' limits are checked in one pass (one allocator query); a row over
         them gets the engine's message."""
         kv = self.kv
@@ -207,7 +245,7 @@ class PagedLlama(KVComponent):
             if seq.position + 1 > limit or length + 1 > room:
                 self._check_limit(c, 1)
             rows.append((c.request, key[1], [self.token_in(c.args[0])], self.sampling_args("decode", c), 0))
-        return self._run(rows, fresh=False)
+        return rows
 
     def _check_limit(self, call: Call, total: int) -> None:
         label = self.label_of(call)

@@ -81,12 +81,7 @@ class ChatModel(TinyPreset, PagedLlama):
         ids = value.tolist() if hasattr(value, "tolist") else value
         return list(ids) if isinstance(ids, list | tuple) else []
 
-    def prefill(self, calls: list[Call]) -> list[Any]:
-        for c in calls:
-            self._check_prompt(c)
-        return super().prefill(calls)
-
-    def _check_prompt(self, call: Call) -> None:
+    def check_prompt(self, call: Call) -> None:
         """CallError (this request fails, the batch runs on) for a prompt that is not token ids of this model."""
         value = call.args[0]
         ids = self._prompt_ids(call)

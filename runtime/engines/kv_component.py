@@ -45,6 +45,9 @@ class KVComponent(Component):
     chunked_entries: frozenset[str] = frozenset()  # entries whose calls may be written over several rounds
     read_only_entries: frozenset[str] = frozenset()  # entries that read the cache and write nothing
     graph_entries: frozenset[str] = frozenset()  # one-token decode entries captured as CUDA graphs
+    # entries whose calls of one round may run in one forward: `call_mixed([(entry, calls), ...])` gives
+    # each part's results (the batcher's mixed dispatch, batching.py)
+    mixed_entries: frozenset[str] = frozenset()
     graphs: DecodeGraphs
 
     def use_graphs(self, model: nn.Module, context: int) -> None:
@@ -73,6 +76,9 @@ class KVComponent(Component):
     def input_tokens(self, entry: str, call: Call) -> int:
         """Tokens the call writes in all (its whole prompt, 1 for a decode step)."""
         raise NotImplementedError(f"{type(self).__name__} does not say how many tokens `{entry}` writes")
+
+    def call_mixed(self, parts: list[tuple[str, list[Call]]]) -> list[list[Any]]:
+        raise NotImplementedError(f"{type(self).__name__} runs no entries together")
 
     def label_of(self, call: Call) -> str:
         return call.label or self.default_label()

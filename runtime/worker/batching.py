@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(slots=True)
-class _Batch:
+class CallBatch:
     calls: list[Call] = field(default_factory=list)
     owners: list[int] = field(default_factory=list)  # per call: its instance's index in the group
     outs: list[str] = field(default_factory=list)  # per call: the frame value its result goes to
@@ -49,10 +49,14 @@ class Batcher:
         self.ex = ex
         self.budgets: dict[str, int] = {}
         self.stats = {"preemptions": 0, "deferred_calls": 0, "partial_calls": 0, "isolated_retries": 0,
-                      "calls_failed_alone": 0}
+                      "calls_failed_alone": 0, "mixed_calls": 0}
         self._chunked = {name: getattr(c, "chunked_entries", frozenset()) for name, c in ex.components.items()}
         # Components that take no pool memory (Component.demands not overridden): the plain path
         self._plain = {name for name, c in ex.components.items() if type(c).demands is Component.demands}
+        # Components whose entries' calls of one round may share one forward (mixed.py)
+        self._mixed: dict[str, frozenset[str]] = {
+            name: entries for name, c in ex.components.items()
+            if (entries := frozenset(getattr(c, "mixed_entries", ()))) and name not in self._plain}
 
     def new_round(self) -> None:
         if self.budgets:
@@ -65,6 +69,24 @@ class Batcher:
             return list(batches)
         chunked = self._chunked
         return sorted(batches, key=lambda key: key[1] in chunked[key[0]])
+
+    def together(self, order: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+        """The round's dispatches, in `order`: each (component, entry) alone, except the entries of a
+        component that runs them in one forward (`mixed_entries`), which go together at the place of
+        the first (mixed.py)."""
+        mixed = self._mixed
+        if not mixed:
+            return [[key] for key in order]
+        out: list[list[tuple[str, str]]] = []
+        at: dict[str, int] = {}
+        for key in order:
+            if key[1] in mixed.get(key[0], ()):
+                if key[0] in at:
+                    out[at[key[0]]].append(key)
+                    continue
+                at[key[0]] = len(out)
+            out.append([key])
+        return out
 
     def dispatch(self, component: str, entry: str, group: list[Instance]) -> bool:
         """Run one batch; whether any call ran (progress was made)."""
@@ -80,6 +102,11 @@ class Batcher:
         if demands is not None:
             batch, stays = self._schedule(comp, component, entry, group, batch, demands)
         ran = self._run(comp, component, entry, group, batch, stays, failures)
+        self._move_on(group, stays)
+        return ran
+
+    def _move_on(self, group: list[Instance], stays: set[int]) -> None:
+        """Past their RUN, or deferred to a later round (`stays`)."""
         ready = self.ex.ready
         for i, inst in enumerate(group):
             inst.dispatched = False
@@ -91,7 +118,6 @@ class Batcher:
                 inst.pc += 1
                 inst.waited = 0
                 ready.append(inst)
-        return ran
 
     def _plain_dispatch(self, comp: Component, entry: str, group: list[Instance]) -> bool | None:
         """The common case written straight (the runtime's per-RUN cost): no pool memory, one lane per
@@ -123,7 +149,7 @@ class Batcher:
         try:
             pairs: Any = enumerate(comp.call(entry, calls))
         except Exception as err:  # noqa: BLE001 - isolated: it fails its own requests only
-            batch = _Batch(calls, list(range(len(calls))), outs)
+            batch = CallBatch(calls, list(range(len(calls))), outs)
             pairs = self._call_isolated(comp, comp.spec.name, entry, batch, list(range(len(calls))), totals,
                                         self.ex.failures, err)
         else:
@@ -142,9 +168,9 @@ class Batcher:
 
     # ---- 1. calls --------------------------------------------------------------------------
 
-    def _build(self, comp: Component, group: list[Instance]) -> _Batch:
+    def _build(self, comp: Component, group: list[Instance]) -> CallBatch:
         interp = self.ex.interp
-        out = _Batch()
+        out = CallBatch()
         calls, owners, outs = out.calls, out.owners, out.outs
         last: Run | None = None
         lanes: list[tuple] = []
@@ -170,8 +196,9 @@ class Batcher:
 
     # ---- 2. memory ------------------------------------------------------------------------------
 
-    def _schedule(self, comp: Component, component: str, entry: str, group: list[Instance], batch: _Batch,
-                  demands: list[Demand]) -> tuple[_Batch, set[int]]:
+    def _schedule(self, comp: Component, component: str, entry: str | list[str], group: list[Instance],
+                  batch: CallBatch, demands: list[Demand]) -> tuple[CallBatch, set[int]]:
+        """`entry`: the batch's entry, or each call's (a mixed batch)."""
         budget = self.budgets.get(component)
         if budget is None:
             budget = self.budgets[component] = int(comp.spec.settings.get("token_budget") or 0) or 1 << 30
@@ -197,12 +224,12 @@ class Batcher:
             request = batch.calls[i].request
             if request not in self.ex.dead:
                 self.stats["calls_failed_alone"] += 1
-                self.ex.fail(request, f"{component}.{entry}: {why}")
+                self.ex.fail(request, f"{component}.{entry if isinstance(entry, str) else entry[i]}: {why}")
         stays = {owners[g] for g in decision.deferred}
         for i in stays:
             group[i].waited += 1
         self.stats["deferred_calls"] += sum(len(lanes[i]) for i in stays)
-        kept = _Batch()
+        kept = CallBatch()
         for i in owners:
             if i in stays or any(c in decision.failed for c in lanes[i]):
                 continue
@@ -215,7 +242,7 @@ class Batcher:
 
     # ---- 3. running, with fault isolation --------------------------------------------------------
 
-    def _run(self, comp: Component, component: str, entry: str, group: list[Instance], batch: _Batch,
+    def _run(self, comp: Component, component: str, entry: str, group: list[Instance], batch: CallBatch,
              stays: set[int], failures: int) -> bool:
         calls = batch.calls
         if not calls:
@@ -237,14 +264,18 @@ class Batcher:
                     pairs = zip(range(start, stop), results)
             else:
                 pairs = self._call_isolated(comp, component, entry, batch, list(range(start, stop)), totals, failures)
-            for c, value in pairs:
-                if value is PARTIAL:
-                    stays.add(owners[c])
-                    group[owners[c]].waited = 0  # it made progress
-                    self.stats["partial_calls"] += 1
-                elif outs[c]:
-                    group[owners[c]].frame[outs[c]] = value
+            self._store(group, owners, outs, pairs, stays)
         return True
+
+    def _store(self, group: list[Instance], owners: list[int], outs: list[str], pairs: Any, stays: set[int]) -> None:
+        """(call index, result) pairs into the frames; a PARTIAL call's instance stays at its RUN."""
+        for c, value in pairs:
+            if value is PARTIAL:
+                stays.add(owners[c])
+                group[owners[c]].waited = 0  # it made progress
+                self.stats["partial_calls"] += 1
+            elif outs[c]:
+                group[owners[c]].frame[outs[c]] = value
 
     def _count(self, totals: list[int], n: int, began: float) -> None:
         stats = self.ex.stats
@@ -254,7 +285,7 @@ class Batcher:
         totals[1] += n
         totals[2] += int((time.perf_counter() - began) * 1e6)
 
-    def _call_isolated(self, comp: Component, component: str, entry: str, batch: _Batch, chunk: list[int],
+    def _call_isolated(self, comp: Component, component: str, entry: str, batch: CallBatch, chunk: list[int],
                        totals: list[int], failures: int, first: Exception | None = None) -> list[tuple[int, Any]]:
         """(call index, result) pairs; a failing request is failed and left out, its batch-mates run.
         `first`: what the whole chunk raised already, if it was tried."""

@@ -55,6 +55,7 @@ from wgc.runtime.worker.context import RankPlan
 from wgc.runtime.worker.instance import Instance
 from wgc.runtime.worker.interpret import Interpreter, StepError
 from wgc.runtime.worker.lockstep import Lockstep
+from wgc.runtime.worker.mixed import dispatch_mixed
 from wgc.runtime.worker.request_state import RequestState
 from wgc.runtime.worker.tp_agree import TpAgreement
 
@@ -345,9 +346,12 @@ class Executor:
                 self.defer(inst)
             self.batcher.new_round()
             progressed = False
-            for key in order:
-                if batches[key]:
-                    progressed = self.batcher.dispatch(key[0], key[1], batches[key]) or progressed
+            for keys in self.batcher.together(order):
+                if len(keys) > 1:  # a component's entries in one forward (mixed.py)
+                    progressed = dispatch_mixed(self.batcher, keys[0][0], [(k[1], batches[k]) for k in keys]) \
+                        or progressed
+                elif batches[keys[0]]:
+                    progressed = self.batcher.dispatch(keys[0][0], keys[0][1], batches[keys[0]]) or progressed
             if self.deferred and progressed:  # pages or budget may be there now: retry next round
                 self._retry_deferred()
             if self.tp.ending:  # the round ran the last decisions naming them, perhaps
