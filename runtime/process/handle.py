@@ -66,6 +66,10 @@ class RequestHandle:
             self.final = event
         self._queue.put_nowait(event)
 
+    def pending(self) -> bool:
+        """Events are queued that `events()` would hand out now, without waiting."""
+        return not self._ended and not self._queue.empty()
+
     async def events(self) -> AsyncIterator[RequestEvent]:
         """Every event of the request as it happens; the last one is a Done, Error or CancelledEvent.
         Events go to one consumer: once the final event was handed out, this yields nothing more."""

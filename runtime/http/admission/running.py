@@ -56,6 +56,14 @@ class Running:
             if self.handle.final is not None and event is self.handle.final:
                 return
 
+    def pending(self) -> bool:
+        """An event of this request is already queued: `events()` yields it without waiting."""
+        return self.handle.pending()
+
+    def ended(self) -> bool:
+        """Its final event has arrived: what `events()` still yields needs no waiting."""
+        return self.handle.final is not None
+
     def _observe(self, event: OutputEvent) -> None:
         last = self._last.get(event.modality)
         if last is None:

@@ -27,6 +27,7 @@ from wgc.runtime.http.openai.chat_input import chat_params, chat_pieces, chat_si
 from wgc.runtime.http.serving.service import Service
 from wgc.runtime.http.serving.streaming import (
     SSE_DONE,
+    coalesced,
     guarded,
     json_response,
     merged,
@@ -171,14 +172,19 @@ async def chat_completions(service: Service, request: Request, body: Any) -> Res
                            service.metrics, "chat", "text/event-stream", error_frame=lambda err: sse(err.body()))
 
 
-async def _sse(run: ChatRun, runnings: list[Running], events: Any, model: str, include_usage: bool) -> Any:
-    """The chunks; an error after the first is one `data: {"error": ...}` event (stream_response)."""
-    async for i, event in events:
-        for d in run.on_event(i, event):
-            yield sse(run.chunk(model, d))
+def _sse(run: ChatRun, runnings: list[Running], events: Any, model: str, include_usage: bool) -> Any:
+    """The chunks, those ready together sent together (streaming.coalesced); an error after the first
+    is one `data: {"error": ...}` event (stream_response)."""
+
+    def render(i: int, event: Any) -> list[bytes]:
+        frames = [sse(run.chunk(model, d)) for d in run.on_event(i, event)]
         if run.choices[i].finish is not None:
             runnings[i].stop()
-    if include_usage:
-        yield sse({"id": run.id, "object": "chat.completion.chunk", "created": run.created, "model": model,
-                   "choices": [], "usage": run.usage()})
-    yield SSE_DONE
+        return frames
+
+    def tail() -> list[bytes]:
+        usage = [sse({"id": run.id, "object": "chat.completion.chunk", "created": run.created, "model": model,
+                      "choices": [], "usage": run.usage()})] if include_usage else []
+        return [*usage, SSE_DONE]
+
+    return coalesced(events, runnings, render, tail)

@@ -32,6 +32,7 @@ from wgc.runtime.http.serving.schemas import StreamOptions, Strict, Usage
 from wgc.runtime.http.serving.service import Service
 from wgc.runtime.http.serving.streaming import (
     SSE_DONE,
+    coalesced,
     guarded,
     json_response,
     merged,
@@ -203,13 +204,18 @@ async def completions(service: Service, request: Request, body: Any) -> Response
                            "text/event-stream", error_frame=lambda err: sse(err.body()))
 
 
-async def _sse(run: CompletionRun, runnings: list[Running], events: Any, model: str, include_usage: bool) -> Any:
-    async for i, event in events:
+def _sse(run: CompletionRun, runnings: list[Running], events: Any, model: str, include_usage: bool) -> Any:
+    """The chunks, those ready together sent together (streaming.coalesced)."""
+
+    def render(i: int, event: Any) -> list[bytes]:
         text, finish = run.on_event(i, event)
-        if text or finish is not None:
-            yield sse(run.chunk(model, [{"index": i, "text": text, "finish_reason": finish, "logprobs": None}]))
         if finish is not None:
             runnings[i].stop()
-    if include_usage:
-        yield sse(run.chunk(model, [], run.usage()))
-    yield SSE_DONE
+        if text or finish is not None:
+            return [sse(run.chunk(model, [{"index": i, "text": text, "finish_reason": finish, "logprobs": None}]))]
+        return []
+
+    def tail() -> list[bytes]:
+        return [*([sse(run.chunk(model, [], run.usage()))] if include_usage else []), SSE_DONE]
+
+    return coalesced(events, runnings, render, tail)

@@ -60,6 +60,32 @@ def sse(obj: Any) -> bytes:
 SSE_DONE = b"data: [DONE]\n\n"
 
 
+async def coalesced(events: AsyncIterator[tuple[int, RequestEvent]], runnings: list[Running],
+                    render: Callable[[int, RequestEvent], list[bytes]],
+                    tail: Callable[[], list[bytes]]) -> AsyncIterator[bytes]:
+    """A stream's frames with every frame ready in one turn sent as one chunk: `render(i, event)` is an
+    event's frames, `tail()` the frames after the last event. After each event, the frames so far go
+    out at once unless another event of the stream is already queued or every request has ended (then
+    what follows comes without waiting), so the first token is never held back and the frames keep
+    their order; the frames of one event, the events that piled up while the loop was busy, and the
+    last delta with usage and [DONE] go out together. Each chunk was one uvicorn send (~0.13 ms,
+    ~20% of the front end at 16 streams)."""
+    frames: list[bytes] = []
+    try:
+        async for i, event in events:
+            frames += render(i, event)
+            if frames and not any(r.pending() for r in runnings) and not all(r.ended() for r in runnings):
+                yield b"".join(frames)
+                frames = []
+    except Exception:
+        if frames:  # what was rendered before the error reaches the client ahead of the error frame
+            yield b"".join(frames)
+        raise
+    frames += tail()
+    if frames:
+        yield b"".join(frames)
+
+
 async def merged(runnings: list[Running]) -> AsyncIterator[tuple[int, RequestEvent]]:
     """The events of several requests as they come, each with its request's index."""
     if len(runnings) == 1:
