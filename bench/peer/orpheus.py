@@ -46,7 +46,7 @@ def wgc_variants(plan: Path, directory: Path) -> dict[str, tuple[Path, dict[str,
 
 
 def orpheus_rows(directory: Path, snac: Path, plan: Path, python: str, out: Path, levels: list[int],
-                 max_tokens: int, main: str = "kept region, 1 rank") -> list[dict[str, Any]]:
+                 max_tokens: int, main: str = "kept region, 2 ranks") -> list[dict[str, Any]]:
     """Rows of the peer table for the `main` variant; every variant's in the before/after table."""
     servers = {name: start_wgc(p, env, out / f"wgc-serve-orpheus-{k}.log")
                for k, (name, (p, env)) in enumerate(wgc_variants(plan, directory).items())}
