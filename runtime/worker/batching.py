@@ -57,6 +57,7 @@ class Batcher:
         self._mixed: dict[str, frozenset[str]] = {
             name: entries for name, c in ex.components.items()
             if (entries := frozenset(getattr(c, "mixed_entries", ()))) and name not in self._plain}
+        self.mixes = bool(self._mixed)
 
     def new_round(self) -> None:
         if self.budgets:

@@ -346,16 +346,25 @@ class Executor:
                 self.defer(inst)
             self.batcher.new_round()
             progressed = False
-            for keys in self.batcher.together(order):
-                if len(keys) > 1:  # a component's entries in one forward (mixed.py)
-                    progressed = dispatch_mixed(self.batcher, keys[0][0], [(k[1], batches[k]) for k in keys]) \
-                        or progressed
-                elif batches[keys[0]]:
-                    progressed = self.batcher.dispatch(keys[0][0], keys[0][1], batches[keys[0]]) or progressed
+            if self.batcher.mixes and len(order) > 1:  # a component's entries in one forward (mixed.py)
+                progressed = self._dispatch_mixed(batches, order)
+            else:
+                for key in order:
+                    if batches[key]:
+                        progressed = self.batcher.dispatch(key[0], key[1], batches[key]) or progressed
             if self.deferred and progressed:  # pages or budget may be there now: retry next round
                 self._retry_deferred()
             if self.tp.ending:  # the round ran the last decisions naming them, perhaps
                 self._settle()
+
+    def _dispatch_mixed(self, batches: dict[tuple[str, str], list[Instance]], order: list[tuple[str, str]]) -> bool:
+        progressed = False
+        for keys in self.batcher.together(order):
+            if len(keys) > 1:
+                progressed = dispatch_mixed(self.batcher, keys[0][0], [(k[1], batches[k]) for k in keys]) or progressed
+            elif batches[keys[0]]:
+                progressed = self.batcher.dispatch(keys[0][0], keys[0][1], batches[keys[0]]) or progressed
+        return progressed
 
     def _instances(self) -> list[Instance]:
         return [i for s in self.states.values() for i in s.instances.values()]
