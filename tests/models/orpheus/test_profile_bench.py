@@ -1,0 +1,42 @@
+"""bench/orpheus_profile.py stays runnable: one short in-process run per codec, and its split of
+the wall adds up. No timing is asserted; the numbers come from running the bench itself."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.models.orpheus.helpers import ROOT
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_orpheus_profile", ROOT / "bench" / "orpheus_profile.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+def test_a_short_run_splits_its_wall_into_the_four_parts(bench: ModuleType) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = bench.compile_plan(Path(tmp))
+    for whole in (True, False):
+        llm, snac = bench.components(plan, whole)
+        assert (snac.region is None) == whole
+        row = bench.run_once(plan, llm, snac, 2, 42)
+        assert row["audio_s"] > 0 and row["snac"] > 0 and row["lm forward"] > 0
+        assert row["lm bookkeeping"] >= 0 and row["runtime"] >= 0
+        assert sum(row[p] for p in bench.PARTS) == pytest.approx(row["wall"])
+        assert not hasattr(llm, "call") or llm.call.__name__ != "timed"  # the timers are taken off again
+    text = bench.table([{"codec": "kept region", "concurrency": 2, **row}])
+    assert text.count("\n") == 2 and "| kept region | 2 |" in text
