@@ -138,6 +138,7 @@ class TpBatch(Struct, tag="tp_batch", frozen=True):
     entry: str
     instances: list[list[Any]]  # [request, instance key] per lane
     released: list[int] = []
+    joined: bool = False  # the component's next decision is of the same round (run in one round with it)
 
 
 class Shutdown(Struct, tag="shutdown", frozen=True):

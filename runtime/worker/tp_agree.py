@@ -10,7 +10,10 @@ mismatch (a hang, or silently wrong sums; Gloo aborts on a size mismatch). So, p
 - a follower runs the component's batches only as decided, in the decisions' order, each with
   exactly the decided instances in the decided order; an instance the leader has not decided on
   yet waits at its RUN (deferred); a decision whose instances have not all arrived waits, and so
-  do the ones behind it (the collectives of one group must run in one order).
+  do the ones behind it (the collectives of one group must run in one order);
+- the leader's decisions of one round for a component (`joined` but the last) run in one round
+  of the follower, all or none: the batcher may put a round's entries of a component in one
+  forward (runtime/worker/mixed.py), and the follower must make the same forwards.
 
 What the scheduler does inside a batch (token grants, deferrals) is the same on every rank: the
 ranks' KV pools are shards of one geometry, equally sized, and the inputs are the same.
@@ -144,17 +147,21 @@ class TpAgreement:
             return [], order
         out: list[Key] = []
         held: list[Instance] = []
+        mine: list[Key] = []  # this round's decisions, in dispatch order
         for key in order:
             group = batches[key]
             if key[0] in self.leads and self.ending and group:  # released requests' lanes are never decided
                 held += [i for i in group if i.request in self.ending]
                 group = batches[key] = [i for i in group if i.request not in self.ending]
             if key[0] in self.leads and group:
-                msg = TpBatch(key[0], key[1], [[i.request, i.key] for i in group])
-                for follower in self.leads[key[0]]:
-                    post(follower, msg)
+                mine.append(key)
             if key[0] not in self.follows:
                 out.append(key)
+        for n, key in enumerate(mine):
+            joined = any(k[0] == key[0] for k in mine[n + 1:])
+            msg = TpBatch(key[0], key[1], [[i.request, i.key] for i in batches[key]], joined=joined)
+            for follower in self.leads[key[0]]:
+                post(follower, msg)
         for component in self.follows:
             held += self._follow(component, batches, out)
         self.held += len(held)
@@ -167,20 +174,28 @@ class TpAgreement:
         queue = self.decisions[component]
         while queue:
             self._releases_at_head(component, queue)  # recorded only: the drops wait for `settle`
-            if not queue:
+            n = 1  # the leader's decisions of one round go together (one forward, perhaps: mixed.py)
+            while n <= len(queue) and queue[n - 1].joined:
+                n += 1
+            if n > len(queue):
+                break  # the rest of the leader's round is still on its way
+            picked: dict[Key, list[Instance]] = {}
+            for decision in list(queue)[:n]:
+                key = (component, decision.entry)
+                at = here.get(key, {})  # only instances at this entry's RUN: the same instance may be at another
+                # a lane of a request this rank already failed is left out: the leader failed it in the same
+                # batch (a component's error is the same on every rank) and skips its later lanes too
+                group = [at.get((int(r), str(k))) for r, k in decision.instances if int(r) not in self.dead]
+                if key in out or key in picked or any(i is None for i in group):
+                    break  # one batch per entry a round; or the decided instances are not all here yet
+                picked[key] = [i for i in group if i is not None]
+            if len(picked) < n:
                 break
-            decision = queue[0]
-            key = (component, decision.entry)
-            at = here.get(key, {})  # only instances at this entry's RUN: the same instance may be at another
-            # a lane of a request this rank already failed is left out: the leader failed it in the same
-            # batch (a component's error is the same on every rank) and skips its later lanes too
-            group = [at.get((int(r), str(k))) for r, k in decision.instances if int(r) not in self.dead]
-            if key in out or any(i is None for i in group):
-                break  # one batch per entry a round; or the decided instances are not all here yet
-            queue.popleft()
-            batches[key] = [i for i in group if i is not None]
-            used.update(id(i) for i in batches[key])
-            out.append(key)
+            for key, group in picked.items():
+                queue.popleft()
+                batches[key] = group
+                used.update(id(i) for i in group)
+                out.append(key)
         held = [i for group in mine.values() for i in group if id(i) not in used]
         for key in mine:
             if key not in out:

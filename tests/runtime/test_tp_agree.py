@@ -33,7 +33,7 @@ def test_the_leader_announces_its_batches_in_dispatch_order(tmp_path: Path) -> N
     held, order = leader.agree(batches, [("llm", "decode"), ("llm", "prefill"), ("snac", "decode")],
                                lambda dest, msg: sent.append((dest, msg)))
     assert held == [] and order == [("llm", "decode"), ("llm", "prefill"), ("snac", "decode")]
-    assert sent == [(1, TpBatch("llm", "decode", [[2, "main/decode#0"], [1, "main/decode#0"]])),
+    assert sent == [(1, TpBatch("llm", "decode", [[2, "main/decode#0"], [1, "main/decode#0"]], joined=True)),
                     (1, TpBatch("llm", "prefill", [[3, "main/prefill#0"]]))]  # snac is not TP: nothing
 
 
@@ -79,3 +79,22 @@ def test_speculation_is_off_in_loops_with_a_tp_run_only(tmp_path: Path) -> None:
     assert leader.no_speculation(code, 0, len(code))
     snac = next(ws.instructions for ws in plan.ranks[0].schedules if ws.walk == "snac_chunk")
     assert not leader.no_speculation(snac, 0, len(snac))
+
+
+def test_a_leaders_round_runs_in_one_round_of_the_follower_or_not_at_all(tmp_path: Path) -> None:
+    """The leader's decode and prefill of one round may have been one forward (runtime/worker/mixed.py):
+    the follower runs neither until it can run both in one round, so it makes the same forwards."""
+    _, follower = agreements(tmp_path)
+    nothing: Any = lambda dest, msg: None  # noqa: E731
+    a, c = inst(1), inst(3, "main/prefill#0")
+    follower.decided(TpBatch("llm", "decode", [[1, "main/decode#0"]], joined=True))
+    batches = {("llm", "decode"): [a]}
+    held, order = follower.agree(batches, [("llm", "decode")], nothing)
+    assert order == [] and held == [a]  # the rest of the leader's round has not come yet
+    follower.decided(TpBatch("llm", "prefill", [[3, "main/prefill#0"]]))
+    batches = {("llm", "decode"): [a]}
+    held, order = follower.agree(batches, [("llm", "decode")], nothing)
+    assert order == [] and held == [a]  # its prefill lane is not here: the decode does not run alone
+    batches = {("llm", "decode"): [a], ("llm", "prefill"): [c]}
+    held, order = follower.agree(batches, [("llm", "decode"), ("llm", "prefill")], nothing)
+    assert order == [("llm", "decode"), ("llm", "prefill")] and held == [] and not follower.decisions["llm"]

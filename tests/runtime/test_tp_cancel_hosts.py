@@ -1,7 +1,8 @@
 """A cancel in the middle of a reply at tp 2 across two hosts (the llama family's `lm` over Gloo, the
 follower its own process tree started with the real CLI, the head in this process): both ranks
-acknowledge it, the requests decoding beside it and one submitted after it give tp 1's greedy
-tokens, so the group neither stalled nor lost a lane. Which rank hears of the cancel first is up to
+acknowledge it, the requests decoding beside it (two of them written while others decode, so in
+rounds that mix prompts and decodes) and one submitted after it give tp 1's greedy tokens, so the
+group neither stalled nor lost a lane. Which rank hears of the cancel first is up to
 the sockets here; the follower-first order is reproduced deterministically in
 tests/runtime/test_tp_cancel.py."""
 
@@ -29,23 +30,33 @@ def bounded(coro: Awaitable[T], seconds: float = 120.0) -> T:
     return asyncio.run(body())
 
 
+async def tokens_out(handle: Any, n: int) -> None:
+    """Wait for the request's next n tokens."""
+    seen = 0
+    async for event in handle.events():
+        seen += isinstance(event, OutputEvent)
+        if seen == n:
+            return
+
+
 async def serve(plan: Path, cancel_one: bool) -> tuple[Any, list[list[Any]], list[Any]]:
-    """(the cancel's result, the replies decoding beside it, a reply submitted after it)."""
+    """(the cancel's result, the replies decoding beside it, a reply submitted after it). The replies
+    arrive in waves: two prompts are written while the first ones decode, in the rounds where the
+    batcher runs a prompt beside the decodes in one forward (runtime/worker/mixed.py)."""
     docs = chat_docs()
     async with await Runtime.start(plan, ready_timeout=60) as runtime:
         result = None
+        victim = runtime.submit(params={"max_tokens": LONG, "temperature": 0.0}, inputs=docs[0]["inputs"])
+        others = [runtime.submit(params=docs[0]["params"], inputs=docs[0]["inputs"])]
+        await tokens_out(victim, 3)  # decoding now
+        others += [runtime.submit(params=d["params"], inputs=d["inputs"]) for d in docs[1:]]
+        await tokens_out(victim, 3)  # the new prompts went in beside its decodes
         if cancel_one:
-            victim = runtime.submit(params={"max_tokens": LONG, "temperature": 0.0}, inputs=docs[0]["inputs"])
-        others = [runtime.submit(params=d["params"], inputs=d["inputs"]) for d in docs]
-        if cancel_one:
-            seen = 0
-            async for event in victim.events():  # a few of its tokens out: it is decoding with the others
-                seen += isinstance(event, OutputEvent)
-                if seen == 3:
-                    break
             result = await victim.cancel(timeout=30)
         replies = [(await h.collect())["text"] for h in others]
         after = (await runtime.submit(params=docs[1]["params"], inputs=docs[1]["inputs"]).collect())["text"]
+        if not cancel_one:
+            await victim.cancel(timeout=30)
     return result, replies, after
 
 
