@@ -28,7 +28,7 @@ from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.layers.llama_weights import load_llama
 from wgc.models.layers.paged_llama import PagedLlama, random_llama
 from wgc.models.layers.presets import TinyPreset
-from wgc.models.layers.tensor_parallel import component_group, shard_llama
+from wgc.models.layers.tensor_parallel import component_group, shard_label, shard_llama
 from wgc.models.llama.config import LlamaChatConfig
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.components.base import Call, CallError
@@ -67,8 +67,7 @@ class ChatModel(TinyPreset, PagedLlama):
         self.stops = frozenset(self.config.stop_ids)
         self.seed = seed
         self.start_engine(model, dtype, graph_context, plan_ahead)
-        tp = getattr(model, "tp", None)  # set by the shard's split (tensor_parallel.shard_structure)
-        self.shard = "" if tp is None else f"tensor-parallel rank {tp.rank} of {tp.size}; "
+        self.shard = shard_label(getattr(model, "tp", None))  # the group the split left on the model, if it split
         announce("llama", spec.name, KNOB if fallback else None, "the tiny preset", self.source,
                  self.shard + self.where)
 
