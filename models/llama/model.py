@@ -29,6 +29,7 @@ from wgc.models.layers.llama_weights import load_llama
 from wgc.models.layers.paged_llama import PagedLlama, random_llama
 from wgc.models.layers.presets import TinyPreset
 from wgc.models.layers.tensor_parallel import component_group, shard_label, shard_llama
+from wgc.models.layers.tp_cuts import check_degree
 from wgc.models.llama.config import LlamaChatConfig
 from wgc.models.weights_io import announce, choose
 from wgc.runtime.components.base import Call, CallError
@@ -49,14 +50,18 @@ class ChatModel(TinyPreset, PagedLlama):
         self.torch_device = torch.device(device)
         dtype = compute_dtype(spec, self.torch_device)
         directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
-        group = component_group(spec)  # tp > 1: this rank's shard (models/layers/tensor_parallel.py)
         if directory is not None:
             self.config = LlamaChatConfig.from_directory(directory)
-            model = load_llama(directory, self.config.llama, self.torch_device, dtype, group)  # its own parts only
-            self.source = str(directory)
         else:
             self.config = config if config is not None else LlamaChatConfig.preset(preset or "tiny")
-            model = random_llama(self.config.llama, self.torch_device, dtype, seed or 0)
+        c = self.config.llama  # a degree the layers cannot be split by: one line, before anything is read
+        check_degree(f"llama {spec.name}", spec.tp, c.heads, c.kv_heads, c.intermediate)
+        group = component_group(spec)  # tp > 1: this rank's shard (models/layers/tensor_parallel.py)
+        if directory is not None:
+            model = load_llama(directory, c, self.torch_device, dtype, group)  # its own parts only
+            self.source = str(directory)
+        else:
+            model = random_llama(c, self.torch_device, dtype, seed or 0)
             model = model if group is None else shard_llama(model, group)  # the whole model, cut in place
             self.source = f"{self.config.name} {'config' if config is not None else 'preset'}, random weights"
         eos = spec.consts.get("eos")

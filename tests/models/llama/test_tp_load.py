@@ -62,10 +62,16 @@ def test_random_weights_at_tp2_are_the_seeds_whole_model_cut(rank: int, monkeypa
     assert f"tensor-parallel rank {rank} of 2" in lm.describe()  # what `wgc run` prints at start-up
 
 
-def test_a_degree_the_model_cannot_be_split_by_fails_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_degree_the_model_cannot_be_split_by_fails_in_one_line_before_anything_is_read(
+        hf_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tp_group, "group_for", lambda name: Rank(0, 3) if name == "lm" else None)
-    with pytest.raises(ValueError, match=r"^tp = 3 does not divide the 4 attention heads$"):
+    with pytest.raises(ValueError, match=r"^llama lm: tp = 3 does not divide the 4 attention heads$"):
         ChatModel(tp_spec(3), 0, "cpu", preset="tiny")
+    reads = Reads()
+    monkeypatch.setattr(weights_io, "safe_open", counting_open(reads))
+    with pytest.raises(ValueError, match=r"^llama lm: tp = 3 does not divide the 4 attention heads$"):
+        ChatModel(tp_spec(3), 0, "cpu", weights=hf_dir)
+    assert not reads.whole and not reads.sliced
 
 
 def test_tp2_outside_a_worker_names_the_missing_process_group() -> None:
