@@ -91,6 +91,8 @@ def invariant_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     target = max(4, -(-rows // 4) * 4)
     if rows >= MKL_PAD_BELOW or rows == 0 or target == rows:
         return F.linear(x, weight, bias)
+    if x.dim() == 2:  # the decode step's [rows, in]: no reshapes (each a dispatch, 16 products a step)
+        return F.linear(F.pad(x, (0, 0, 0, target - rows)), weight, bias)[:rows]  # [rows, out]
     padded = F.pad(x.reshape(rows, x.shape[-1]), (0, 0, 0, target - rows))  # [target, in]
     return F.linear(padded, weight, bias)[:rows].reshape(*x.shape[:-1], weight.shape[0])  # [..., out]
 
