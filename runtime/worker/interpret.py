@@ -51,7 +51,6 @@ VISIBLE = (m.Emit, m.Push, m.Send, m.KvSend, m.Fork, m.Next)
 # its POP (`recv` on a stream) would take an item a rollback cannot give back, or read past the end.
 _FROM_PEERS = (m.Recv, m.KvRecv, m.Pop)
 _APPLY_STOP_BEFORE = frozenset({*VISIBLE, *_FROM_PEERS, m.EndLoop})
-_UNSEEN = object()
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ class Interpreter:
             m.Next: self._next,
         }
         self._getters: dict[int, list[list[Callable[[Instance], Any]]]] = {}  # keyed by id(): plan lives as long
-        self._evals: dict[int, Callable[[Instance], Any] | None] = {}  # an EVAL's compiled expression, by id()
+        self._evals: dict[int, tuple[m.Eval, Callable[[Instance], Any] | None]] = {}  # an EVAL's compiled expression
 
     def eval(self, e: m.Expr, inst: Instance) -> Any:
         try:
@@ -186,9 +185,10 @@ class Interpreter:
     # ---- simple instructions ----------------------------------------------------------------
 
     def _eval(self, inst: Instance, ins: m.Eval) -> None:
-        compiled = self._evals.get(id(ins), _UNSEEN)
-        if compiled is _UNSEEN:
-            compiled = self._evals[id(ins)] = self._compile(ins.expr)
+        seen = self._evals.get(id(ins))
+        if seen is None or seen[0] is not ins:  # the instruction itself checked: an id may be reused
+            seen = self._evals[id(ins)] = (ins, self._compile(ins.expr))
+        compiled = seen[1]
         if compiled is None:
             inst.frame[ins.output] = self.eval(ins.expr, inst)
             return

@@ -155,12 +155,13 @@ def test_a_compiled_expression_equals_the_evaluator(expr: m.Expr, tok: int) -> N
 
 def test_an_eval_of_a_missing_value_fails_as_the_evaluator_does() -> None:
     interp = Interpreter(_Host({"max_tokens": 10}))  # type: ignore[arg-type]
-    for name, expr in (("tok", EXPRS[0]), ("top_p", EXPRS[5])):
+    evals = [(name, m.Eval("out", expr, m.Src(3, 5, 3, 20))) for name, expr in (("tok", EXPRS[0]), ("top_p", EXPRS[5]))]
+    for name, ins in evals * 2:  # the second time from the cache
         inst = instance({})
         with pytest.raises(StepError) as general:
-            interp.eval(expr, inst)
+            interp.eval(ins.expr, inst)
         with pytest.raises(StepError) as compiled:
-            interp._eval(inst, m.Eval("out", expr, inst.code[0].src))
+            interp._eval(inst, ins)
         assert str(compiled.value) == str(general.value) and f"value `{name}` is not available" in str(general.value)
 
 
@@ -171,3 +172,15 @@ def test_expressions_outside_the_compiled_kinds_and_fake_inputs_use_the_evaluato
     host = _Host({})
     host.options.fake_inputs = True  # type: ignore[misc]
     assert Interpreter(host)._compile(m.EParam("x")) is None  # type: ignore[arg-type]
+
+
+def test_a_cached_eval_is_used_only_for_its_own_instruction() -> None:
+    """The cache is keyed by id(): an entry left by another instruction (an id reused) is not taken."""
+    interp = Interpreter(_Host({"max_tokens": 10}))  # type: ignore[arg-type]
+    src = m.Src(3, 5, 3, 20)
+    first, second = m.Eval("out", m.ELit(1), src), m.Eval("out", m.EParam("max_tokens"), src)
+    inst = instance({})
+    interp._eval(inst, first)
+    interp._evals[id(second)] = interp._evals[id(first)]  # as if `second` had `first`'s old id
+    interp._eval(inst, second)
+    assert inst.frame["out"] == 10
