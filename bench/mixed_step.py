@@ -5,7 +5,7 @@ The llama family's `lm` on bench/peer's random-weight checkpoints (0.7M and 34M 
 torch thread: B running sequences of 40 tokens decode one token each while P prompts of L tokens
 are written; each cell times both ways in turn `--repeats` times (the fastest counts: these CPUs
 are shared) and checks that both give the same tokens. The mixed forward's attention is planned
-in two parts (kv_engine.SplitStep), so the decode rows keep their decode plan.
+in two parts (kv_decode.SplitStep), so the decode rows keep their decode plan.
 Prints a markdown table; writes bench/out/mixed_step.md and mixed_step.png.
 
     python bench/mixed_step.py [--cells 0.7m:16:1:32,34m:64:1:32] [--repeats 8]

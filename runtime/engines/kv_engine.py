@@ -26,21 +26,19 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor
 from wgc.runtime.engines.attention import AttentionBatch, KVStep, KVStorage, Mode, attention_backend
+from wgc.runtime.engines.kv_decode import SplitStep, prepare_decode, split_step
 from wgc.runtime.engines.kv_pages import Exhausted, LabelExport, PageAllocator, budget_bytes, pages_for_budget
+from wgc.runtime.engines.kv_types import Geometry, KVExhausted, KVSeq, Prepared, Swapped, Write
 from wgc.runtime.engines.plan_ahead import PlanAhead
-from wgc.runtime.engines.prefix_cache import ROOT, chain_digests
+from wgc.runtime.engines.prefix_cache import chain_digests
 
 from wgc import settings
-
-
-class KVExhausted(RuntimeError):
-    """The pool has too few free pages for this batch; nothing was allocated."""
 
 
 def kv_budget(engine_settings: dict[str, Any], device: torch.device) -> int:
@@ -58,94 +56,6 @@ def kv_budget(engine_settings: dict[str, Any], device: torch.device) -> int:
         else:
             capacity = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return budget_bytes(None if kv is None else int(kv), None if fraction is None else float(fraction), capacity)
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """The cache's shape: what one token of one layer holds."""
-
-    layers: int
-    heads: int  # query heads (the attention backend plans for them)
-    kv_heads: int
-    head_dim: int
-    max_positions: int
-    dtype: torch.dtype = torch.float32
-
-
-@dataclass(frozen=True)
-class Swapped:
-    """A preempted label's K/V in host memory: [layers, length, kv_heads, head_dim] each."""
-
-    length: int
-    k: Tensor
-    v: Tensor
-
-
-@dataclass(slots=True)
-class KVSeq:
-    position: int = 0  # rope position of the next token written
-    tokens: list[int] | None = field(default_factory=list)  # ids in the cache; None once it holds other content
-    progress: int = 0  # tokens of the call in progress already written (0: none in progress)
-    published: int = 0  # leading full pages published for prefix caching
-    digest: bytes = ROOT  # the last published page's digest
-    swapped: Swapped | None = None
-    data: dict[str, Any] = field(default_factory=dict)  # the family's values (plain data)
-
-    def copy(self) -> KVSeq:
-        return KVSeq(self.position, None if self.tokens is None else list(self.tokens), self.progress,
-                     self.published, self.digest, self.swapped, dict(self.data))
-
-    def snapshot(self) -> tuple[Any, ...]:
-        """What `restore` needs to undo a step, in O(1) of the history: the token list by reference
-        and its length (a step only appends to it or replaces it), the rest by value. A `copy` per
-        row per step copied every history: 0.7 ms a step at batch 32 with 2,000-token rows."""
-        n = None if self.tokens is None else len(self.tokens)
-        return (self.position, self.tokens, n, self.progress, self.published, self.digest, self.swapped,
-                dict(self.data))
-
-    def restore(self, snapshot: tuple[Any, ...]) -> None:
-        """Back to the state `snapshot` took (in place): appended tokens cut, every field reset."""
-        self.position, tokens, n, self.progress, self.published, self.digest, self.swapped, data = snapshot
-        if tokens is not None:
-            del tokens[n:]
-        self.tokens, self.data = tokens, data
-
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    """One call's input for one step."""
-
-    request: int
-    label: str
-    tokens: list[int] | None  # the whole input's ids, or None (embeddings the family computes)
-    count: int  # tokens in the call's whole input
-    budget: int = 0  # tokens to write this step (0: all that remain): the scheduler's grant
-    block: bool = False  # the whole input at one rope position, written at once
-
-
-@dataclass
-class Prepared:
-    """One reserved step: per item the chunk [start, start + length) of its input written now."""
-
-    items: list[Write]
-    starts: list[int]
-    lengths: list[int]
-    final: list[bool]  # the item's input is complete after this step: its logits are wanted
-    batch: AttentionBatch
-    positions: Tensor  # [sum lengths] int64, on the host
-    undo: list[tuple[int, str, KVSeq | None, Any, int]]  # (request, label, sequence, its snapshot, KV length before)
-    copies: list[tuple[int, str, int, int]] = field(default_factory=list)  # (request, label, old, new page)
-
-    def chunk(self, i: int) -> list[int]:
-        tokens = self.items[i].tokens
-        assert tokens is not None
-        return tokens[self.starts[i]:self.starts[i] + self.lengths[i]]
-
-    def token_ids(self) -> list[int]:
-        """Every item's chunk, packed in order ([sum lengths])."""
-        if all(n == 1 for n in self.lengths) and not any(self.starts):  # a decode step: one token a row
-            return [w.tokens[0] for w in self.items]  # type: ignore[index]
-        return [t for i in range(len(self.items)) for t in self.chunk(i)]
 
 
 class KVCacheEngine:
@@ -218,7 +128,7 @@ class KVCacheEngine:
         if len(set(keys)) != len(keys):
             raise ValueError("a (request, label) may appear once per step")
         if write:
-            decode = self._prepare_decode(writes, keys, mode)
+            decode = prepare_decode(self, writes, keys, mode)
             if decode is not None:
                 return decode
         spare = self._check_room(writes, write)  # free pages beyond what this step needs
@@ -269,42 +179,6 @@ class KVCacheEngine:
         flat = _flat_positions(positions)
         return Prepared(writes, starts, lengths, finals, batch, flat.to(torch.int64), undo, copies)
 
-    def _prepare_decode(self, writes: list[Write], keys: list[tuple[int, str]], mode: Mode) -> Prepared | None:
-        """`prepare` of a decode step — one token for each sequence already in the cache, resident and
-        with no chunk in progress — in one pass over the rows with one allocator call (the general
-        path asks the allocator a dozen times a row). The same Prepared, undo and pages as the
-        general path (tests/engines/test_kv_decode_prepare.py); None for any other step."""
-        seqs = self.seqs
-        rows: list[KVSeq] = []
-        for w, key in zip(writes, keys):
-            seq = seqs.get(key)
-            if seq is None or w.count != 1 or w.block or w.tokens is None or seq.swapped is not None or seq.progress:
-                return None
-            rows.append(seq)
-        try:
-            out = self.pages.append_one_each(keys)
-        except KeyError:  # a sequence that holds no pages (cut back to nothing): the general path
-            return None
-        if isinstance(out, Exhausted):
-            raise KVExhausted(f"KV pool exhausted: {out.needed} pages needed, {out.free} free of {self.pages.num_pages}")
-        undo: list[tuple[int, str, KVSeq | None, Any, int]] = []
-        positions: list[int] = []
-        for w, seq, length in zip(writes, rows, out.lengths):
-            undo.append((w.request, w.label, seq, seq.snapshot(), length))
-            positions.append(seq.position)
-            seq.position += 1
-            if seq.tokens is not None:
-                seq.tokens.append(w.tokens[0])  # type: ignore[index]
-        copies = [(writes[i].request, writes[i].label, old, new) for i, old, new in out.copies]
-        for _, _, old, new in copies:  # copy-on-write of a shared partial page, before the write
-            self.storage.k[:, new] = self.storage.k[:, old]
-            self.storage.v[:, new] = self.storage.v[:, old]
-        n = len(writes)
-        ones = [1] * n
-        batch = AttentionBatch(out.tables, out.lengths, ones, self.page_size, mode, True)
-        return Prepared(writes, [0] * n, ones, [True] * n, batch, torch.tensor(positions, dtype=torch.int64), undo,
-                        copies)
-
     @contextmanager
     def stepping(self, writes: list[Write], mode: Mode = "causal", write: bool = True) -> Iterator[Prepared]:
         """`prepare`, the body (the family's forward), then `commit`; `abort` and re-raise when the
@@ -318,24 +192,10 @@ class KVCacheEngine:
         self.commit(prepared)
 
     def step(self, prepared: Prepared) -> KVStep | SplitStep:
-        """What the family's forward attends through: this step planned (ahead when predicted). A CPU
-        step whose leading rows are one token each and whose others are longer (decodes beside prompt
-        chunks, one mixed forward) attends in two parts, each planned for its own shape: one plan of
-        the whole pads every decode row to the longest chunk's queries (a 64-stream mixed step of the
-        34M Llama ran 0.6x the separate forwards, measured). Not on CUDA: a FlashInfer plan lives in
-        its wrapper's state, one at a time."""
-        batch = prepared.batch
-        lengths = prepared.lengths
-        head = 0
-        while head < len(lengths) and lengths[head] == 1:
-            head += 1
-        if 0 < head < len(lengths) and batch.write and self.device.type == "cpu":
-            parts = [AttentionBatch(batch.page_tables[a:b], batch.cached_lengths[a:b], batch.q_lengths[a:b],
-                                    batch.page_size, batch.mode, True) for a, b in ((0, head), (head, len(lengths)))]
-            backend = self.planner.backend
-            return SplitStep(KVStep(self.storage, backend, self.planner.plan(parts[0])),
-                             KVStep(self.storage, backend, self.planner.plan(parts[1])), head)
-        return KVStep(self.storage, self.planner.backend, self.planner.plan(batch))
+        """What the family's forward attends through: this step planned (ahead when predicted); a
+        mixed CPU step in two parts (kv_decode.split_step)."""
+        split = split_step(self, prepared)
+        return split if split is not None else KVStep(self.storage, self.planner.backend, self.planner.plan(prepared.batch))
 
     def issued(self, prepared: Prepared) -> None:
         """The step's forward has been issued: a decode step plans the next one on the side thread."""
@@ -537,21 +397,6 @@ class KVCacheEngine:
         k_flat, v_flat = self._flat()
         k_flat[:, slots] = k.to(k_flat.device, k_flat.dtype)
         v_flat[:, slots] = v.to(v_flat.device, v_flat.dtype)
-
-
-@dataclass(frozen=True)
-class SplitStep:
-    """A mixed step's attention: the first `split` packed tokens (one-token rows) through `head`'s plan,
-    the rest through `tail`'s; each part writes its own rows' slots and reads only its own rows."""
-
-    head: KVStep
-    tail: KVStep
-    split: int
-
-    def attend(self, layer: int, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        s = self.split
-        return torch.cat([self.head.attend(layer, q[:s], k[:s], v[:s]),
-                          self.tail.attend(layer, q[s:], k[s:], v[s:])])  # [sum n, heads, head_dim]
 
 
 def _flat_positions(positions: list[Tensor | int]) -> Tensor:

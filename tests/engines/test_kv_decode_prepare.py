@@ -1,4 +1,4 @@
-"""The KV engine's one-pass decode step (`KVCacheEngine._prepare_decode`, with the allocator's
+"""The KV engine's one-pass decode step (`kv_decode.prepare_decode`, with the allocator's
 `append_one_each`) against the general `prepare`: the same Prepared, the same pages, copies and
 prefix cache, the same K/V and attention, the same state after an abort; and the cases it must
 leave to the general path (a swapped row, a chunk in progress, a fresh label, several tokens)."""
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from wgc.runtime.engines import kv_engine
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, KVExhausted, Prepared, Write
 
 G = Geometry(layers=2, heads=2, kv_heads=1, head_dim=4, max_positions=64)
@@ -16,7 +17,9 @@ PS = 4
 
 
 def general_only(monkeypatch: pytest.MonkeyPatch, e: KVCacheEngine) -> None:
-    monkeypatch.setattr(e, "_prepare_decode", lambda *a, **k: None)
+    """`e` (only) takes the general path for every step."""
+    real = kv_engine.prepare_decode
+    monkeypatch.setattr(kv_engine, "prepare_decode", lambda engine, *a: None if engine is e else real(engine, *a))
 
 
 def built(num_pages: int = 24) -> KVCacheEngine:
