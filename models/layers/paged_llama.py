@@ -67,10 +67,12 @@ class PagedLlama(KVComponent):
 
     @property
     def mixed_entries(self) -> frozenset[str]:  # type: ignore[override]
-        """prefill and decode share a forward (`call_mixed`), unless a subclass overrides either entry:
-        `call_mixed` would go around its override."""
+        """prefill and decode share a forward (`call_mixed`) on CPU, where it was measured
+        (bench/mixed_step.py), unless a subclass overrides either entry (`call_mixed` would go around
+        its override). Not on CUDA: a decode round with a prompt in it would give up its CUDA graph,
+        a trade not measured on hardware."""
         own = type(self).prefill is PagedLlama.prefill and type(self).decode is PagedLlama.decode
-        return frozenset({"prefill", "decode"}) if own else frozenset()
+        return frozenset({"prefill", "decode"}) if own and self.kv.device.type == "cpu" else frozenset()
 
     def start_engine(self, model: LlamaModel, dtype: torch.dtype, graph_context: int,
                      plan_ahead: bool | None) -> None:

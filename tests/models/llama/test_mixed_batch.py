@@ -136,3 +136,16 @@ def test_a_tight_pool_and_budget_give_the_same_replies_mixed_or_not(budget: int,
     assert on["mixed_calls"] > 0 and on["preemptions"] > 0 and on["deferred_calls"] > 0
     if budget == 12:
         assert on["partial_calls"] > 0  # prompts written in chunks beside decodes
+
+
+def test_prefill_and_decode_mix_on_cpu_only_and_not_around_a_subclass_override() -> None:
+    lm = model()
+    assert lm.mixed_entries == {"prefill", "decode"}
+    lm.kv.device = torch.device("meta")  # as a CUDA engine would say (only the device's type is read)
+    assert lm.mixed_entries == frozenset()
+
+    class Logged(ChatModel):
+        def decode(self, calls: list[Call]) -> list[Any]:
+            return super().decode(calls)
+
+    assert Logged(lm_spec(page_size=4), 0, "cpu", preset="tiny").mixed_entries == frozenset()
