@@ -20,6 +20,14 @@ Weights: `self.prefix` holds `paligemma.model.language_model.*` (its tied embedd
 `paligemma.lm_head`), `self.expert` `gemma_expert.model.*`, `self.heads` the action/time heads; from
 a lerobot pi05_base-layout directory (`weights=`, else WGC_PI05_DIR: weights.py) with its
 tokenizer.json and statistics; the tiny preset and `config=` get random ones.
+
+Tensor parallelism (the plan's tp > 1): the prefix and the expert are cut by the one walker of the
+shared layers (layers/tp_shard.py): q/k/v and gate/up column-parallel, o and down row-parallel, the
+prefix's embedding (and its tied head) vocab-parallel, every norm whole. The expert has the prefix's
+KV heads and head_dim (config.py checks it), so the same cut keeps, on each rank, the expert's query
+heads whose KV heads are that rank's: its cache holds that rank's KV heads of both. The action and
+time heads (a few small linears) stay whole on every rank. A checkpoint is read per shard, random
+weights are cut in place, a degree the layers cannot be split by is refused before anything is read.
 """
 
 from __future__ import annotations
@@ -35,6 +43,9 @@ from wgc.models.layers.dtypes import compute_dtype
 from wgc.models.layers.init import init_random
 from wgc.models.layers.llama import LlamaModel
 from wgc.models.layers.presets import TinyPreset
+from wgc.models.layers.tensor_parallel import component_group, shard_label, shard_llama
+from wgc.models.layers.tp_cuts import check_degree, local_heads
+from wgc.models.layers.tp_shard import shard_in_place
 from wgc.models.pi05.config import Pi05Config
 from wgc.models.pi05.expert import ActionExpert, ActionHeads
 from wgc.models.pi05.prompt import discretize, encode, pi05_prompt, tiny_tokenizer
@@ -59,6 +70,13 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def check_pi05_degree(spec: ComponentSpec, c: Pi05Config) -> None:
+    """ValueError (one line naming the component and the part) for a tp the prefix or the expert cannot
+    be split by; the expert's KV heads are the prefix's, so one cut serves both caches."""
+    check_degree(f"pi05 {spec.name} prefix", spec.tp, c.prefix.heads, c.prefix.kv_heads, c.prefix.intermediate)
+    check_degree(f"pi05 {spec.name} action expert", spec.tp, c.expert.heads, c.expert.kv_heads, c.expert.intermediate)
+
+
 class PaliGemmaWithExpert(TinyPreset, KVComponent):
     """π0.5's language model and action expert as a kv component (see the module docstring)."""
 
@@ -73,30 +91,36 @@ class PaliGemmaWithExpert(TinyPreset, KVComponent):
         from wgc.models.pi05.weights import Checkpoint
 
         super().__init__(spec, rank, device)
-        if spec.tp > 1:
-            raise ValueError(f"pi05 {spec.name}: tensor parallelism (tp = {spec.tp}) is not implemented")
+        self.group = component_group(spec)  # tp > 1: this rank holds a shard of the prefix and the expert
         self.torch_device = torch.device(device)
         self.dtype = compute_dtype(spec, self.torch_device)
         directory, fallback = choose(weights, preset is not None or config is not None, KNOB)
         if directory is not None:
-            checkpoint = Checkpoint(directory)
+            checkpoint = Checkpoint(directory)  # the config and the header only: no tensor read yet
             self.config = c = checkpoint.config
-            self.prefix, self.expert, self.heads = checkpoint.language(self.torch_device, self.dtype)
+            check_pi05_degree(spec, c)
+            self.prefix, self.expert, self.heads = checkpoint.language(self.torch_device, self.dtype, self.group)
             self.tokenizer = checkpoint.tokenizer()
             self.norm_stats = stats or checkpoint.stats
             self.source = str(directory)
         else:
             self.config = c = config if config is not None else Pi05Config.preset(preset or "tiny")
+            check_pi05_degree(spec, c)
             self.prefix, self.expert, self.heads = LlamaModel(c.prefix), ActionExpert(c), ActionHeads(c)
             for i, part in enumerate((self.prefix, self.expert, self.heads)):
                 init_random(part, (seed or 0) + i)
+            if self.group is not None:  # the whole model from the seed on every rank, then this rank's cut
+                shard_llama(self.prefix, self.group)
+                shard_in_place(self.expert, self.group)
+            for part in (self.prefix, self.expert, self.heads):
                 part.to(self.torch_device, self.dtype).eval()
             self.tokenizer = tiny_tokenizer()
             self.norm_stats = stats or TINY_STATS
             self.source = f"{c.name} {'config' if config is not None else 'preset'}, random weights"
         self.seed = seed
         p = c.prefix
-        geometry = Geometry(p.layers, p.heads, p.kv_heads, p.head_dim, p.max_positions, self.dtype)
+        heads, kv_heads = local_heads(p.heads, p.kv_heads, spec.tp)  # this rank's share of the KV cache
+        geometry = Geometry(p.layers, heads, kv_heads, p.head_dim, p.max_positions, self.dtype)
         self.kv = KVCacheEngine.for_spec(spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE, plan_ahead)
         self._prompts: dict[tuple[int, str], list[int]] = {}  # a prefill's prompt ids, from demands to the call
         self._plans: dict[tuple[Any, ...], Any] = {}  # read-only steps' attention plans (_frozen_step)
@@ -108,7 +132,7 @@ class PaliGemmaWithExpert(TinyPreset, KVComponent):
 
     def _where(self) -> str:
         mode = "pi0.5" if self.config.pi05 else "pi0"
-        return (f"{mode}, state {self.norm_stats.state_dim} -> actions [{self.config.chunk}, "
+        return (f"{shard_label(self.group)}{mode}, state {self.norm_stats.state_dim} -> actions [{self.config.chunk}, "
                 f"{self.norm_stats.action_dim}] ({self.norm_stats.source} statistics); "
                 f"{self.kv.pages.num_pages} KV pages of {self.kv.page_size} tokens on {self.device}")
 

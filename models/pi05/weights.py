@@ -25,7 +25,9 @@ shape shows, comes from the variants (gemma_2b and gemma_300m: 8 query heads, 1 
 SigLIP So400m/14: heads of 72). Unused tensors (the expert's lm_head and embed_tokens, a stored
 language embed_tokens beside lm_head) are skipped; any other unknown name is an error. Every
 problem is one WeightsError line naming the file and the tensor; tensors are read once, each
-straight into its parameter of a meta-built model.
+straight into its parameter of a meta-built model. Given a tensor-parallel group, the prefix and the
+expert are cut on the meta device (layers/tp_shard.py) and each rank reads only its parts: slices of
+the split tensors, never one whole (the action heads, small, are read whole on every rank).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ from tokenizers import Tokenizer
 from torch import nn
 from wgc.models.layers.config import LlamaConfig
 from wgc.models.layers.llama import LlamaModel
+from wgc.models.layers.tensor_parallel import shard_structure as shard_llama_structure
+from wgc.models.layers.tp_modules import Group
+from wgc.models.layers.tp_shard import shard_reads, shard_structure
 from wgc.models.pi05.config import Pi05Config, SiglipConfig
 from wgc.models.pi05.expert import ActionExpert, ActionHeads
 from wgc.models.pi05.prompt import load_tokenizer
@@ -166,19 +171,24 @@ class Checkpoint:
 
     # ---- the parts ---------------------------------------------------------------------------
 
-    def _load(self, module: nn.Module, part_name: str, device: torch.device, dtype: torch.dtype) -> nn.Module:
-        """Check the part's tensors, allocate, read each once."""
+    def _load(self, module: nn.Module, part_name: str, device: torch.device, dtype: torch.dtype,
+              group: Group | None = None) -> nn.Module:
+        """Check the part's (whole) tensors, cut to `group`'s shard if given, allocate, read each tensor
+        (or the shard's part of it) once."""
         name = checkpoint_name(part_name)
-        names = {n: name(n) for n, _ in module.named_parameters()}
-        expected = {names[n]: tuple(p.shape) for n, p in module.named_parameters()}
+        expected = {name(n): tuple(p.shape) for n, p in module.named_parameters()}
         part = {n: e for n, e in self.found.items() if n in expected}
         check_tensors(part, expected, self._file())
+        cuts = {}
+        if group is not None and group.size > 1:  # the LlamaModel's config becomes its shard's too
+            cuts = shard_llama_structure(module, group) if isinstance(module, LlamaModel) else \
+                shard_structure(module, group)
         module = allocate(module, device, dtype)
         if isinstance(module, LlamaModel):  # allocating each module's parameters apart unties the head
             module.lm_head.weight = module.embed_tokens.weight
-        params = dict(module.named_parameters())
-        load_tensors({self.stored[names[n]]: params[n] for n in params},
-                     {self.stored[n]: e for n, e in part.items()})
+        targets, parts = shard_reads(module, cuts, name)
+        load_tensors({self.stored[n]: t for n, t in targets.items()}, {self.stored[n]: e for n, e in part.items()},
+                     {self.stored[n]: cut for n, cut in parts.items()})
         return module.eval()
 
     def _file(self) -> Path:
@@ -206,14 +216,17 @@ class Checkpoint:
         module = meta_module(lambda: Tower(self.config.vision))
         return self._load(module, "tower", device, dtype)  # type: ignore[return-value]
 
-    def language(self, device: torch.device, dtype: torch.dtype) -> tuple[LlamaModel, ActionExpert, ActionHeads]:
+    def language(self, device: torch.device, dtype: torch.dtype,
+                 group: Group | None = None) -> tuple[LlamaModel, ActionExpert, ActionHeads]:
+        """The prefix, the expert and the heads; given a group of more than one rank, rank group.rank's
+        shard of the prefix and the expert, read as its parts only (the heads whole)."""
         self.check_unexpected()
         c = self.config
         prefix = meta_module(lambda: LlamaModel(c.prefix))
         expert = meta_module(lambda: ActionExpert(c))
         heads = meta_module(lambda: ActionHeads(c))
-        return (self._load(prefix, "prefix", device, dtype), self._load(expert, "expert", device, dtype),  # type: ignore[return-value]
-                self._load(heads, "heads", device, dtype))
+        return (self._load(prefix, "prefix", device, dtype, group),  # type: ignore[return-value]
+                self._load(expert, "expert", device, dtype, group), self._load(heads, "heads", device, dtype))
 
     def tokenizer(self) -> Tokenizer:
         try:
