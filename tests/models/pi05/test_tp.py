@@ -34,6 +34,8 @@ from tests.models.tp_ranks import on_ranks
 
 TINY = Pi05Config.preset("tiny")  # 2 query heads over 1 KV head: tp 2 replicates it
 MINI = mini_config()  # 8 query heads over 1 KV head: tp 2 and 4
+KV2 = dataclasses.replace(MINI, prefix=dataclasses.replace(MINI.prefix, kv_heads=2, head_dim=32),
+                          expert=dataclasses.replace(MINI.expert, kv_heads=2, head_dim=32))  # a KV head a rank at tp 2
 
 
 def tp_spec(tp: int) -> Any:
@@ -57,7 +59,7 @@ def flow(m: PaliGemmaWithExpert, steps: int = 3) -> tuple[Tensor, Tensor, tuple[
     return torch.stack(vs), torch.stack(xs), (m.kv.geometry.heads, m.kv.geometry.kv_heads, m.describe())
 
 
-def check_against_tp_1(tp: int, build: Any, monkeypatch: pytest.MonkeyPatch, heads: int) -> None:
+def check_against_tp_1(tp: int, build: Any, monkeypatch: pytest.MonkeyPatch, heads: int, kv: int) -> None:
     velocity, x, _ = flow(build(1, 0))
     assert velocity.abs().mean() > 0.1  # lively enough that a wrong shard shows
     for rank, (got_v, got_x, (local, kv_heads, said)) in enumerate(on_ranks(tp, "llm", build, flow, monkeypatch)):
@@ -65,11 +67,12 @@ def check_against_tp_1(tp: int, build: Any, monkeypatch: pytest.MonkeyPatch, hea
         # at most); a wrong cut is off by units
         torch.testing.assert_close(got_v, velocity, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(got_x, x, rtol=1e-4, atol=1e-4)
-        assert (local, kv_heads) == (heads // tp, 1)  # this rank's share of the KV cache: the one KV head
+        assert (local, kv_heads) == (heads // tp, max(1, kv // tp))  # this rank's share of the KV cache
         assert f"tensor-parallel rank {rank} of {tp}; " in said
 
 
-@pytest.mark.parametrize(("tp", "config", "pi05"), [(2, TINY, True), (2, TINY, False), (4, MINI, True)])
+@pytest.mark.parametrize(("tp", "config", "pi05"), [(2, TINY, True), (2, TINY, False), (4, MINI, True),
+                                                        (2, KV2, True)])
 def test_the_component_at_tp_gives_tp_1s_velocities_and_chunk(tp: int, config: Pi05Config, pi05: bool,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(llm_module, "init_random", lively)  # livelier weights than the preset's, on every rank
@@ -78,7 +81,7 @@ def test_the_component_at_tp_gives_tp_1s_velocities_and_chunk(tp: int, config: P
     def build(tp: int, rank: int) -> PaliGemmaWithExpert:
         return PaliGemmaWithExpert(tp_spec(tp), rank, "cpu", config=config, seed=5)
 
-    check_against_tp_1(tp, build, monkeypatch, config.prefix.heads)
+    check_against_tp_1(tp, build, monkeypatch, config.prefix.heads, config.prefix.kv_heads)
 
 
 def test_the_experts_query_heads_are_cut_with_the_prefixs_kv_heads(monkeypatch: pytest.MonkeyPatch) -> None:
