@@ -21,7 +21,8 @@ from wgc.compile import compile_program
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAD = "127.0.0.2"
-TIMEOUT = "2"  # WGC_HOST_TIMEOUT of every host in these tests: seconds of silence before "down"
+TIMEOUT = "2"  # WGC_HOST_TIMEOUT where a test detects a failure: seconds of silence before "down"
+RESULTS_TIMEOUT = "10"  # where a test checks results only: a loaded CI host must not be declared down
 
 
 def free_base_port() -> int:
@@ -47,8 +48,8 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-c", "from wgc.cli.run_cmd import run; run()", *args]
 
 
-def host_env(**more: str) -> dict[str, str]:
-    return {**os.environ, "WGC_HOST_TIMEOUT": TIMEOUT, "WGC_CPU_THREADS": "1", **more}
+def host_env(timeout: str = RESULTS_TIMEOUT, **more: str) -> dict[str, str]:
+    return {**os.environ, "WGC_HOST_TIMEOUT": timeout, "WGC_CPU_THREADS": "1", **more}
 
 
 def descendants(pid: int) -> list[int]:
@@ -87,10 +88,12 @@ def wait_for(predicate: Any, seconds: float) -> bool:
 
 
 class Hosts:
-    """Process trees started for one test; every one is SIGKILLed (its whole session) on exit."""
+    """Process trees started for one test; every one is SIGKILLed (its whole session) on exit.
+    `timeout`: the hosts' WGC_HOST_TIMEOUT (TIMEOUT for the failure tests)."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, timeout: str = RESULTS_TIMEOUT) -> None:
         self.tmp = tmp_path
+        self.timeout = timeout
         self.procs: list[subprocess.Popen[str]] = []
 
     def __enter__(self) -> Hosts:
@@ -117,7 +120,7 @@ class Hosts:
     def start(self, *args: str, stdin: int | None = subprocess.DEVNULL, **env: str) -> subprocess.Popen[str]:
         err = open(self.tmp / f"host{len(self.procs)}.err", "w+")
         proc = subprocess.Popen(cli(*args), stdin=stdin, stdout=subprocess.PIPE, stderr=err, text=True,
-                                env=host_env(**env), start_new_session=True)
+                                env=host_env(self.timeout, **env), start_new_session=True)
         proc.err_file = err  # type: ignore[attr-defined]
         proc.err_path = err.name  # type: ignore[attr-defined]
         self.procs.append(proc)

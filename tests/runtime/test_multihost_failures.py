@@ -49,7 +49,7 @@ async def _all(handle: Any) -> list[Any]:
 
 def test_a_killed_remote_worker_fails_the_request_naming_rank_and_host(tmp_path: Path) -> None:
     plan = compiled(tmp_path, "bagel", "cpu3-hosts.toml")
-    with Hosts(tmp_path) as hosts:
+    with Hosts(tmp_path, TIMEOUT) as hosts:
         hosts.node(plan, 1)
         hosts.node(plan, 2)
 
@@ -72,7 +72,7 @@ def test_a_killed_remote_worker_fails_the_request_naming_rank_and_host(tmp_path:
 
 def test_a_killed_agent_takes_its_workers_and_the_head_declares_its_host_down(tmp_path: Path) -> None:
     plan = compiled(tmp_path, "bagel", "cpu3-hosts.toml")
-    with Hosts(tmp_path) as hosts:
+    with Hosts(tmp_path, TIMEOUT) as hosts:
         node1 = hosts.node(plan, 1)
         hosts.node(plan, 2)
 
@@ -94,7 +94,7 @@ def test_a_killed_agent_takes_its_workers_and_the_head_declares_its_host_down(tm
 
 def test_a_frozen_host_is_detected_and_fences_itself_after_it_wakes(tmp_path: Path) -> None:
     plan = compiled(tmp_path, "bagel", "cpu3-hosts.toml")
-    with Hosts(tmp_path) as hosts:
+    with Hosts(tmp_path, TIMEOUT) as hosts:
         hosts.node(plan, 1)
         node2 = hosts.node(plan, 2)
 
@@ -123,7 +123,7 @@ def test_a_frozen_host_is_detected_and_fences_itself_after_it_wakes(tmp_path: Pa
 
 def test_when_the_head_is_killed_every_remote_process_is_gone_within_the_threshold(tmp_path: Path) -> None:
     plan = compiled(tmp_path, "bagel", "cpu3-hosts.toml")
-    with Hosts(tmp_path) as hosts:
+    with Hosts(tmp_path, TIMEOUT) as hosts:
         nodes = [hosts.node(plan, 1), hosts.node(plan, 2)]
         head = hosts.start(str(plan), "--fake", "--request", "-", stdin=subprocess.PIPE)
         assert json.loads(head.stdout.readline())["event"] == "ready"  # type: ignore[union-attr]
@@ -143,7 +143,7 @@ def test_the_served_heads_health_names_the_host_of_a_dead_remote_rank(tmp_path: 
     import httpx
 
     plan = compiled(tmp_path, "bagel", "cpu3-hosts.toml")
-    with Hosts(tmp_path) as hosts:
+    with Hosts(tmp_path, TIMEOUT) as hosts:
         hosts.node(plan, 1)
         hosts.node(plan, 2)
         head = hosts.start(str(plan), "--fake", "--serve", "127.0.0.1:0")

@@ -72,7 +72,7 @@ def test_a_cut_host_is_found_by_heartbeat_before_any_gloo_timeout(tmp_path: Path
     """Orpheus's LM at tp 2 across node0 and node1: cut node1 mid-request. Its shard's all-reduces
     would wait the Gloo timeout (10 minutes); the heartbeat declares the host down in seconds."""
     plan = compiled(tmp_path, "orpheus", "orpheus-tp2-hosts.toml")
-    with Hosts(tmp_path) as hosts:
+    with Hosts(tmp_path, TIMEOUT) as hosts:
         node = hosts.start(str(plan), "--headless", "--node-rank", "1", "--master-addr", "127.0.0.2")
 
         async def body() -> Any:
@@ -99,7 +99,7 @@ def test_five_percent_random_loss_causes_no_false_host_down(tmp_path: Path) -> N
     lossy = "ip daddr { 127.0.0.2, 127.0.0.3, 127.0.0.4 } numgen random mod 100 < 5 drop"
     docs = [{"params": {"max_tokens": 30}, "parts": [{"kind": "text", "payload": f"p{i}"}]} for i in range(8)]
     docs += [{"params": {"steps": 20}, "parts": [{"kind": "text", "payload": "a cat"}], "outputs": ["image"]}] * 4
-    with Hosts(tmp_path) as hosts:
+    with Hosts(tmp_path, TIMEOUT) as hosts:
         hosts.node(plan, 1)
         hosts.node(plan, 2)
 
