@@ -56,6 +56,7 @@ from wgc.models.pi05.stats import Quantiles, Stats
 from wgc.models.pi05.vision import Tower
 from wgc.models.weights_io import (
     Found,
+    Part,
     WeightsError,
     allocate,
     check_tensors,
@@ -179,7 +180,7 @@ class Checkpoint:
         expected = {name(n): tuple(p.shape) for n, p in module.named_parameters()}
         part = {n: e for n, e in self.found.items() if n in expected}
         check_tensors(part, expected, self._file())
-        cuts = {}
+        cuts: dict[str, Part] = {}
         if group is not None and group.size > 1:  # the LlamaModel's config becomes its shard's too
             cuts = shard_llama_structure(module, group) if isinstance(module, LlamaModel) else \
                 shard_structure(module, group)
