@@ -7,7 +7,8 @@ them: each rank keeps the one its query heads share, so the KV cache holds ⌈kv
 rank, as the placement's memory table assumes), the embedding and the LM head vocab-parallel, and
 a mixture of experts split by experts. The cut of each layer kind is stated once (tp_cuts.py), the
 modules that communicate are tp_modules.py, and applying both to any module tree is tp_shard.py:
-BAGEL's MoT and Qwen3-Omni's thinker and talker shard through it as the Llama decoder does here.
+BAGEL's MoT, Qwen3-Omni's thinker and talker and π0.5's prefix and action expert shard through it
+as the Llama decoder does here.
 
 For a `LlamaModel`, `model.config` becomes the shard's (heads, kv_heads, intermediate per rank;
 vocab stays whole), which is what the KV engine's geometry reads; `shard_cuts` gives the cuts of a
