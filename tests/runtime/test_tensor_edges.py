@@ -45,21 +45,9 @@ def test_tensors_cross_hosts_as_a_header_and_a_gloo_payload(tmp_path: Path, monk
     plan = compile_text(tmp_path, ON_DEVICE, TWO_RANKS + HOSTS.replace("{port}", str(free_base_port())))
     path = tmp_path / "tensors.plan"
     path.write_bytes(encode_plan(plan, "", ""))
-    with Hosts(tmp_path) as hosts:
-        hosts.start(str(path), "--headless", "--node-rank", "1", "--master-addr", HEAD,
-                    "--allow-module-prefix", "tests.runtime", PYTHONPATH=str(ROOT))
-
-        async def body() -> tuple[list[Any], list[str]]:
-            async with await Runtime.start(path, allow_modules=["tests.runtime"], ready_timeout=60) as runtime:
-                handles = [runtime.submit(params={"steps": s}, outputs=["tensor"]) for s in (5, 9, 3)]
-                finals = [await asyncio.wait_for(h.collect(), 60) for h in handles]
-                return finals, [x.line for x in runtime.startup_log]
-
-        outs, lines = asyncio.run(body())
+    outs, lines = _two_hosts(tmp_path, path, ready_timeout=60)
     assert any("rank 1: edge 0-1 connected over gloo" in x for x in lines), lines
-    for out, steps in zip(outs, (5, 9, 3), strict=True):
-        (z,) = out["tensor"]
-        assert torch.equal(z, torch.full((2, 3), float(sum(111 + 3 * t for t in range(steps - 1)))))
+    _assert_step_sums(outs)
 
 
 # ---- the NCCL path: two "hosts" on one GPU -----------------------------------------------------------
@@ -146,18 +134,32 @@ def test_tensors_cross_hosts_as_a_header_and_an_nccl_payload_on_the_receivers_de
         pytest.skip("needs CUDA")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     path = gpu_plan(tmp_path)
+    outs, lines = _two_hosts(tmp_path, path, ready_timeout=90)
+    assert any("rank 1: edge 0-1 connected over nccl (cuda:0 buffers)" in x for x in lines), lines
+    _assert_step_sums(outs)
+
+
+def _two_hosts(tmp_path: Path, path: Path, ready_timeout: float) -> tuple[list[Any], list[str]]:
+    """Host 1 headless (the real CLI), the head in this process: three requests' finals and the
+    head's start-up lines."""
     with Hosts(tmp_path) as hosts:
         hosts.start(str(path), "--headless", "--node-rank", "1", "--master-addr", HEAD,
                     "--allow-module-prefix", "tests.runtime", PYTHONPATH=str(ROOT))
 
         async def body() -> tuple[list[Any], list[str]]:
-            async with await Runtime.start(path, allow_modules=["tests.runtime"], ready_timeout=90) as runtime:
-                handles = [runtime.submit(params={"steps": s}, outputs=["tensor"]) for s in (5, 9, 3)]
+            async with await Runtime.start(path, allow_modules=["tests.runtime"], ready_timeout=ready_timeout) as runtime:
+                handles = [runtime.submit(params={"steps": s}, outputs=["tensor"]) for s in STEPS]
                 finals = [await asyncio.wait_for(h.collect(), 60) for h in handles]
                 return finals, [x.line for x in runtime.startup_log]
 
-        outs, lines = asyncio.run(body())
-    assert any("rank 1: edge 0-1 connected over nccl (cuda:0 buffers)" in x for x in lines), lines
-    for out, steps in zip(outs, (5, 9, 3), strict=True):
+        return asyncio.run(body())
+
+
+STEPS = (5, 9, 3)
+
+
+def _assert_step_sums(outs: list[Any]) -> None:
+    """Each request's latent is the sum its steps add on both hosts (every payload arrived, in order)."""
+    for out, steps in zip(outs, STEPS, strict=True):
         (z,) = out["tensor"]
         assert torch.equal(z.cpu(), torch.full((2, 3), float(sum(111 + 3 * t for t in range(steps - 1)))))
