@@ -19,6 +19,8 @@ from wgc.models.layers.llama_weights import expected_shapes, load_llama, save_ll
 from wgc.models.layers.paged_llama import random_llama
 from wgc.models.layers.tensor_parallel import shard_cuts, shard_llama
 
+from tests.models.safe_open_proxy import SafeOpenProxy
+
 # 8 query heads over 2 KV heads: tp 2 shards the KV heads, tp 4 and 8 replicate each; 301 rows split unevenly.
 UNTIED = LlamaConfig(vocab=301, hidden=64, layers=2, heads=8, kv_heads=2, head_dim=16, intermediate=96,
                      rope_scaling=None, max_positions=256)
@@ -78,27 +80,13 @@ class CountingSlice:
 def counting_open(reads: Reads) -> Any:
     """A stand-in for safetensors.safe_open that counts what is fetched through it."""
 
-    class Counting:
-        def __init__(self, path: str, framework: str) -> None:
-            self.inner = safe_open(path, framework=framework)
+    class Counting(SafeOpenProxy):
+        def sliced(self, name: str, piece: Any) -> CountingSlice:
+            return CountingSlice(piece, name, reads)
 
-        def __enter__(self) -> Counting:
-            self.file = self.inner.__enter__()
-            return self
-
-        def __exit__(self, *exc: Any) -> None:
-            self.inner.__exit__(*exc)
-
-        def keys(self) -> list[str]:
-            return self.file.keys()
-
-        def get_slice(self, name: str) -> CountingSlice:
-            return CountingSlice(self.file.get_slice(name), name, reads)
-
-        def get_tensor(self, name: str) -> Tensor:
-            out = self.file.get_tensor(name)
-            reads.whole[name] = reads.whole.get(name, 0) + out.numel()
-            return out
+        def fetched(self, name: str, tensor: Tensor) -> Tensor:
+            reads.whole[name] = reads.whole.get(name, 0) + tensor.numel()
+            return tensor
 
     return Counting
 

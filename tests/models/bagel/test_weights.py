@@ -29,6 +29,7 @@ from wgc.runtime.components.base import Call
 
 from tests.models.bagel.checkpoint import HIDDEN, LLM_CONFIG, VIT_CONFIG, VOCAB, bfl_state, write_miniature
 from tests.models.bagel.helpers import call, llm_spec
+from tests.models.safe_open_proxy import SafeOpenProxy
 from wgc.plan.model import ComponentSpec
 
 
@@ -173,31 +174,13 @@ def test_each_tensor_is_read_once_and_never_two_at_a_time(saved: tuple[Path, Any
     reads: Counter[str] = Counter()
     alive: list[weakref.ref[torch.Tensor]] = []
 
-    class Tracked:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self.inner = real(*args, **kwargs)
-
-        def __enter__(self) -> Tracked:
-            self.file = self.inner.__enter__()
-            return self
-
-        def __exit__(self, *exc: Any) -> None:
-            self.inner.__exit__(*exc)
-
-        def keys(self) -> list[str]:
-            return self.file.keys()
-
-        def get_slice(self, name: str) -> Any:
-            return self.file.get_slice(name)
-
-        def get_tensor(self, name: str) -> torch.Tensor:
+    class Tracked(SafeOpenProxy):
+        def fetched(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
             assert all(ref() is None for ref in alive), f"{name}: an earlier tensor is still held"
-            tensor = self.file.get_tensor(name)
             reads[name] += 1
             alive.append(weakref.ref(tensor))
             return tensor
 
-    real = io.safe_open
     monkeypatch.setattr(io, "safe_open", Tracked)
     directory, ema, _ = saved
     m = BUILD["llm"](weights=directory)

@@ -33,6 +33,7 @@ from tests.models.qwen3_omni.test_audio import spec as audio_spec
 from tests.models.qwen3_omni.test_code2wav import spec as code2wav_spec
 from tests.models.qwen3_omni.test_vision import spec as vision_spec
 from tests.models.qwen3_omni.thinker_reference import spec as thinker_spec
+from tests.models.safe_open_proxy import SafeOpenProxy
 
 KNOB = "WGC_QWEN3_OMNI_DIR"
 INDEX = "model.safetensors.index.json"
@@ -189,7 +190,7 @@ class Reads:
         self.tensors: Counter[str] = Counter()
         self.rows: Counter[str] = Counter()
         self.alive: list[weakref.ref[torch.Tensor]] = []
-        real, reads = io.safe_open, self
+        reads = self
 
         class Sliced:
             def __init__(self, name: str, piece: Any) -> None:
@@ -206,26 +207,12 @@ class Reads:
                 reads.rows[self.name] += out.shape[0]
                 return out
 
-        class Tracked:
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                self.inner = real(*args, **kwargs)
+        class Tracked(SafeOpenProxy):
+            def sliced(self, name: str, piece: Any) -> Sliced:
+                return Sliced(name, piece)
 
-            def __enter__(self) -> Tracked:
-                self.file = self.inner.__enter__()
-                return self
-
-            def __exit__(self, *exc: Any) -> None:
-                self.inner.__exit__(*exc)
-
-            def keys(self) -> list[str]:
-                return self.file.keys()
-
-            def get_slice(self, name: str) -> Sliced:
-                return Sliced(name, self.file.get_slice(name))
-
-            def get_tensor(self, name: str) -> torch.Tensor:
+            def fetched(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
                 assert all(ref() is None for ref in reads.alive), f"{name}: an earlier tensor is still held"
-                tensor = self.file.get_tensor(name)
                 reads.tensors[name] += 1
                 reads.alive.append(weakref.ref(tensor))
                 return tensor
