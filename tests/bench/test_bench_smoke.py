@@ -8,28 +8,23 @@ import contextlib
 import importlib.util
 import io
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
+from tests.bench_scripts import loaded_bench
 from wgc.check import check_source
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "compile_speed.py"
 
 
 @pytest.fixture(scope="module")
-def compile_speed() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_compile_speed", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    try:
-        spec.loader.exec_module(module)
+def compile_speed() -> Iterator[ModuleType]:
+    with loaded_bench(BENCH, "bench_compile_speed") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 @pytest.mark.parametrize("lines", [1, 150, 400])

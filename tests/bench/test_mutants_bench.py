@@ -3,25 +3,23 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.bench_scripts import loaded_bench
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "mutants.py"
 
 
 @pytest.fixture(scope="module")
-def mutants() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_mutants", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_mutants"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def mutants() -> Iterator[ModuleType]:
+    with loaded_bench(BENCH, "bench_mutants") as module:
+        yield module
 
 
 def test_every_mutant_names_a_core_guard_and_its_tests(mutants: ModuleType) -> None:

@@ -3,8 +3,7 @@ No timing is asserted; the numbers come from running the bench itself."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -12,22 +11,16 @@ import pytest
 import torch
 from wgc.models.orpheus import LanguageModel, SnacDecoder
 
+from tests.bench_scripts import loaded_bench
 from tests.models.orpheus.helpers import ROOT
 
 BENCH = ROOT / "bench" / "tts_stream.py"
 
 
 @pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_tts_stream", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+def bench() -> Iterator[ModuleType]:
+    with loaded_bench(BENCH, "bench_tts_stream") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_metrics_of_hand_made_timelines(bench: ModuleType) -> None:

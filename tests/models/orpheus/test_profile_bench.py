@@ -3,28 +3,21 @@ the wall adds up. No timing is asserted; the numbers come from running the bench
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.bench_scripts import loaded_bench
 from tests.models.orpheus.helpers import ROOT
 
 
 @pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_orpheus_profile", ROOT / "bench" / "orpheus_profile.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+def bench() -> Iterator[ModuleType]:
+    with loaded_bench(ROOT / "bench" / "orpheus_profile.py", "bench_orpheus_profile") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_a_short_run_splits_its_wall_into_the_four_parts(bench: ModuleType) -> None:
