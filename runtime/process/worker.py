@@ -88,7 +88,8 @@ class Worker:
             self.ctx.destroy(linger=0)
             raise
         self.captures = started.captures
-        self.executor = Executor(plan, rank, started.components, self.out.send, Options(fake_inputs=fake))
+        self.executor = Executor(plan, rank, started.components, self.out.send, Options(fake_inputs=fake),
+                                 flush=self.out.flush)
         self.gate = InitGate(self.executor)
 
     def progress(self, line: str, step: Step | None = None) -> None:

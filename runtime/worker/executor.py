@@ -72,11 +72,15 @@ class Options:
 
 class Executor:
     def __init__(self, plan: Plan, rank: int, components: dict[str, Component], send: Send,
-                 options: Options | None = None) -> None:
+                 options: Options | None = None, flush: Callable[[], None] | None = None) -> None:
         self.rp = RankPlan.build(plan, rank)
         self.rank = rank
         self.components = components
         self.send = send
+        # Sends what `send` holds back (a worker's OutBatch): called once a round's instances have
+        # advanced, before its batches run, so the outputs they emitted (the tokens of the last
+        # forward) leave now instead of after this round's forward.
+        self.flush = flush
         self.options = options or Options()
         self.states: dict[int, RequestState] = {}  # every request this rank holds anything of
         # Instances that may run, of every request; a dropped request's are skipped (`alive` false).
@@ -344,6 +348,8 @@ class Executor:
             for inst in held:
                 inst.dispatched = False
                 self.defer(inst)
+            if self.flush is not None:
+                self.flush()
             self.batcher.new_round()
             progressed = False
             if self.batcher.mixes and len(order) > 1:  # a component's entries in one forward (mixed.py)

@@ -1,12 +1,21 @@
 """A worker's round of Outputs leaves as one `Outputs` message, in emission order, and nothing it sends
-later overtakes them (runtime/process/out_batch.py); the codec carries the batch."""
+later overtakes them (runtime/process/out_batch.py); the codec carries the batch; and a round's
+outputs leave before its forward runs (the executor's `flush`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import torch
+from wgc.runtime.coordinator.core import CoordinatorCore
+from wgc.runtime.coordinator.request import RequestSpec
 from wgc.runtime.process.out_batch import OutBatch
 from wgc.runtime.protocol.codec import Codec
 from wgc.runtime.protocol.messages import COORDINATOR, Drained, Message, Output, Outputs, StartWalk
+from wgc.runtime.worker.executor import Executor
+
+from tests.runtime.cluster import ToyCluster, compile_text, cpu_placement
 
 
 def _out(request: int, seq: int) -> Output:
@@ -56,3 +65,51 @@ def test_the_codec_carries_a_batch_with_tensors() -> None:
     back = codec.decode(codec.encode(Outputs(items)))
     assert isinstance(back, Outputs) and back.items[0] == items[0]
     assert torch.equal(back.items[1].value, items[1].value) and back.items[1].request == 2
+
+
+TOKENS = """
+model tokens
+import tests.runtime.toys as toy
+param n: int = 4 in 1..10
+component lm: toy.Counter engine kv {
+    prefill(prompt: text) -> token
+    decode(prev: token) -> token
+}
+walk prefill(prompt: text) -> token {
+    tok = lm.prefill(prompt)
+    emit text tok
+    return tok
+}
+walk decode(first: token) {
+    loop n carry t = first {
+        t = lm.decode(t)
+        emit text t
+    }
+}
+flow { start -> prefill -> decode -> done }
+"""
+
+
+def test_a_rounds_tokens_leave_before_its_forward_not_after_it(tmp_path: Path) -> None:
+    """A worker's executor flushes the Outputs its instances emitted as they advanced (the tokens of
+    the last forward) before it runs the round's batches: held until the round's end, every token
+    (the first included) reached the coordinator one forward late."""
+    plan = compile_text(tmp_path, TOKENS, cpu_placement(1))
+    log: list[Any] = []  # the component's calls (entry names) and what reaches the coordinator, in order
+    wire: list[Message] = []  # to this rank
+    lm = ToyCluster(plan).component("lm")
+    plain_call = lm.call
+    lm.call = lambda entry, calls: (log.append(entry), plain_call(entry, calls))[1]  # type: ignore[method-assign]
+    out = OutBatch(0, lambda d, msg: (wire if d == 0 else log).append(msg))
+    ex = Executor(plan, 0, {"lm": lm}, out.send, flush=out.flush)
+    CoordinatorCore(plan, lambda rank, msg: wire.append(msg)).submit(RequestSpec(inputs={"prompt": "abc"}))
+    for _ in range(50):  # a worker's loop: the messages here, one round, then what the round still holds
+        taken, wire[:] = list(wire), []
+        for msg in taken:
+            ex.handle(msg)
+        ex.run(max_rounds=1)
+        out.flush()
+        if not wire and not ex.ready:
+            break
+    order = [x if isinstance(x, str) else x.value for x in log if isinstance(x, str | Output)]
+    assert order == ["prefill", 3, "decode", 4, "decode", 5, "decode", 6, "decode", 7]
