@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import functools
 
-from wgc.diag.codes import CODES, Code
+from wgc.diag.codes import CODES, PLACEMENT_CODES, Code
 
 
 @functools.cache
 def all_codes() -> dict[str, Code]:
-    from wgc.placement.codes import PLACEMENT_CODES
-
     return {**CODES, **PLACEMENT_CODES}

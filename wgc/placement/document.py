@@ -25,6 +25,7 @@ from wgc.placement.locate import BARE_KEY, KeyPath, Located, locate
 from wgc.placement.tables import MAX_EXTENDS_DEPTH
 
 _AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+Chain = tuple[tuple[Path, "Node"], ...]  # the files extending this one, each with its `extends`
 
 
 @dataclass(frozen=True)
@@ -74,21 +75,20 @@ def dotted(path: KeyPath) -> str:
 
 def read_document(path: Path, file: str, asked_at: Span | None = None) -> tuple[Node | None, list[Diagnostic]]:
     """Read and parse one file. `file` is the name spans carry; `asked_at` the `extends` that named it."""
-    where = asked_at or point(file, 1, 1)
+    start = point(file, 1, 1)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return None, [Diagnostic("P005", f"placement file `{file}` does not exist", where)]
+        return None, [Diagnostic("P005", f"placement file `{file}` does not exist", asked_at or start)]
     except (OSError, UnicodeDecodeError) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        return None, [Diagnostic("P005", f"cannot read placement file `{file}`: {reason}", where)]
+        return None, [Diagnostic("P005", f"cannot read placement file `{file}`: {reason}", asked_at or start)]
     try:
         data = loads(text)
     except TOMLDecodeError as err:
         return None, [_syntax_error(str(err), text, file)]
     except RecursionError:
-        return None, [Diagnostic("P001", "the TOML is nested too deeply", point(file, 1, 1))]
-    start = point(file, 1, 1)
+        return None, [Diagnostic("P001", "the TOML is nested too deeply", start)]
     return _wrap(data, (), locate(text, file), Located(start, start)), []
 
 
@@ -98,11 +98,9 @@ def _syntax_error(message: str, text: str, file: str) -> Diagnostic:
         line, col = int(m.group(1)), int(m.group(2))
         message = message[: m.start()]
     else:  # "at end of document"
-        line = text.count("\n") + 1
-        col = len(text) - (text.rfind("\n") + 1) + 1
+        line, col = text.count("\n") + 1, len(text) - (text.rfind("\n") + 1) + 1
         message = message.replace("(at end of document)", "at the end of the file").strip()
-    first = message[:1].lower() + message[1:]
-    return Diagnostic("P001", f"invalid TOML: {first}", point(file, line, col))
+    return Diagnostic("P001", f"invalid TOML: {message[:1].lower()}{message[1:]}", point(file, line, col))
 
 
 def _wrap(value: object, path: KeyPath, found: dict[KeyPath, Located], parent: Located) -> Node:
@@ -123,27 +121,25 @@ def load_with_bases(path: Path) -> tuple[Node | None, tuple[str, ...], list[Diag
     return node, tuple(sources), diags
 
 
-def _load(path: Path, file: str, asked: Node | None, chain: tuple[tuple[Path, Node], ...],
-          diags: list[Diagnostic], sources: list[str]) -> Node | None:
+def _load(path: Path, file: str, asked: Node | None, chain: Chain, diags: list[Diagnostic],
+          sources: list[str]) -> Node | None:
     doc, errors = read_document(path, file, asked.span if asked else None)
     diags.extend(errors)
     if doc is None:
         return None
     ext = doc.get("extends")
     own = Node({k: v for k, v in doc.children().items() if k != "extends"}, doc.key, doc.span)
+    problem = _check_extends(ext, path, chain) if ext is not None else None
+    diags.extend([problem] if problem else [])
     base = None
-    if ext is not None:
-        problem = _check_extends(ext, path, chain)
-        if problem is not None:
-            diags.append(problem)
-        else:
-            base_file = os.path.normpath(str(Path(file).parent / str(ext.value)))
-            base = _load(path.parent / str(ext.value), base_file, ext, (*chain, (path, ext)), diags, sources)
+    if ext is not None and problem is None:
+        base_file = os.path.normpath(str(Path(file).parent / str(ext.value)))
+        base = _load(path.parent / str(ext.value), base_file, ext, (*chain, (path, ext)), diags, sources)
     sources.append(file)
     return merge(base, own) if base is not None else own
 
 
-def _check_extends(ext: Node, path: Path, chain: tuple[tuple[Path, Node], ...]) -> Diagnostic | None:
+def _check_extends(ext: Node, path: Path, chain: Chain) -> Diagnostic | None:
     if not isinstance(ext.value, str) or not ext.value:
         return Diagnostic("P003", "`extends` takes the path of a base file, as a string", ext.span)
     if _identity(path.parent / ext.value) in [_identity(p) for p, _ in chain] + [_identity(path)]:
@@ -168,6 +164,5 @@ def merge(base: Node, over: Node) -> Node:
         return over
     merged = dict(base.children())
     for key, value in over.children().items():
-        old = merged.get(key)
-        merged[key] = merge(old, value) if old is not None else value
+        merged[key] = merge(merged[key], value) if key in merged else value
     return Node(merged, over.key, over.span, over.path)

@@ -2,7 +2,8 @@
 which components each walk calls (and inside which `parallel` branches), the streams, and the
 bytes of one stream item (from its `.walk` type: the size behind a stream's buffer).
 
-Works on any parsed program, checked or not: a malformed attribute simply reads as absent.
+Works on any parsed program, checked or not: a malformed attribute simply reads as absent. The
+chunk policies' parameters and first-chunk rule are the checker's (wgc/check/policies.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import functools
 import math
 from dataclasses import dataclass, fields
 
-from wgc.check.policies import POLICIES
+from wgc.check.policies import POLICIES, first_chunk_items, policy_values
 from wgc.lang import ast
 from wgc.lang.span import Span
 from wgc.placement.tables import TOKEN_BYTES
@@ -19,19 +20,8 @@ from wgc.placement.units import DEFAULT_DTYPE, DTYPE_BYTES
 
 # Element bytes of each sizable item type; a tensor's come from its dtype.
 ELEMENT_BYTES: dict[str, int] = {"token": TOKEN_BYTES, "scalar": 8, "action": 4}
-# Chunk policy → items one chunk holds (its argument names are the checker's, POLICIES).
-CHUNK_ITEMS = {
-    "fixed": lambda a: a["size"],
-    "sliding": lambda a: a["window"],
-    "left_context": lambda a: a["left"] + a["chunk"],
-}
-# The smallest capacity: items unconsumed when the first chunk forms (context already consumed does
-# not count; wgc/check/policies.py first_chunk_items is the same rule).
-FIRST_CHUNK_ITEMS = {
-    "fixed": lambda a: a["size"],
-    "sliding": lambda a: a["window"],
-    "left_context": lambda a: a["chunk"],
-}
+# Chunk policy → the smallest capacity: items unconsumed when the first chunk forms.
+FIRST_CHUNK_ITEMS = {name: functools.partial(first_chunk_items, name) for name in POLICIES}
 
 
 @dataclass(frozen=True)
@@ -92,9 +82,8 @@ class ProgramFacts:
 
 
 def program_facts(program: ast.Program) -> ProgramFacts:
-    models = program.of(ast.Model)
-    components = {c.name: _component(c) for c in reversed(program.of(ast.Component))}
-    components = dict(reversed(components.items()))  # the first declaration wins, program order
+    """The facts of `program`; of two declarations with one name, the first wins."""
+    components = _first({c.name: _component(c) for c in reversed(program.of(ast.Component))})
     labels = {lab: name for name, c in components.items() for lab in c.labels}
     walks: dict[str, WalkFacts] = {}
     branches: dict[str, tuple[str, ...]] = {}
@@ -104,8 +93,14 @@ def program_facts(program: ast.Program) -> ProgramFacts:
             calls = (_call(n, inside, set(components), labels) for n, inside in nodes)
             walks[w.name] = WalkFacts(w.name, w.span, tuple(c for c in calls if c is not None))
             branches[w.name] = tuple(dict.fromkeys(n.name for n, _ in nodes if isinstance(n, ast.Branch)))
-    streams = {s.name: stream_facts(s) for s in reversed(program.of(ast.Stream))}
-    return ProgramFacts(models[0].name if models else None, components, walks, dict(reversed(streams.items())), branches)
+    streams = _first({s.name: stream_facts(s) for s in reversed(program.of(ast.Stream))})
+    models = program.of(ast.Model)
+    return ProgramFacts(models[0].name if models else None, components, walks, streams, branches)
+
+
+def _first(by_name: dict) -> dict:
+    """A dict built from the declarations in reverse (so the first wins), back in program order."""
+    return dict(reversed(by_name.items()))
 
 
 def _component(c: ast.Component) -> ComponentFacts:
@@ -155,13 +150,13 @@ def _call(node: ast.Node, inside: tuple[str, ...], comps: set[str], labels: dict
 
 
 def stream_facts(s: ast.Stream) -> StreamFacts:
-    names = POLICIES[s.policy.name].params if s.policy.name in POLICIES else ()
+    """A stream's sizes; its chunk sizes only when the policy names each parameter once."""
+    values, rule = policy_values(s.policy), POLICIES.get(s.policy.name)
     chunk = least = None
-    if names and len(s.policy.args) == len(names):
-        values = {(a.name or names[i]): a.value for i, a in enumerate(s.policy.args)}
-        if set(values) == set(names):
-            chunk = CHUNK_ITEMS[s.policy.name](values)
-            least = FIRST_CHUNK_ITEMS[s.policy.name](values)
+    if values is not None and rule is not None and len(s.policy.args) == len(rule.params) \
+            and set(values) == set(rule.params):
+        least = first_chunk_items(s.policy.name, values)
+        chunk = least + values.get("left", 0)  # a left_context chunk also holds the context it re-reads
     return StreamFacts(s.name, s.producer, s.consumer, s.type, chunk, s.capacity, s.span, least)
 
 
@@ -170,9 +165,7 @@ def symbolic_dims(t: ast.TypeRef) -> tuple[str, ...]:
     return tuple(dict.fromkeys(a.name for a in t.args if isinstance(a, ast.TypeRef) and not a.args))
 
 
-def item_bytes(
-    stream: StreamFacts, dims: dict[str, int], producer: ComponentFacts | None
-) -> tuple[int | None, str]:
+def item_bytes(stream: StreamFacts, dims: dict[str, int], producer: ComponentFacts | None) -> tuple[int | None, str]:
     """(bytes, how) — or (None, why not) for a type whose size the placement must give."""
     t = stream.item
     element = DTYPE_BYTES.get(t.dtype or "") if t.name == "tensor" else ELEMENT_BYTES.get(t.name)
@@ -191,5 +184,4 @@ def item_bytes(
             name = arg.name if isinstance(arg, ast.TypeRef) else "?"
             return None, f"dim `{name}` of the item type has no size"
     shape = " × ".join(map(str, sizes))
-    how = f"{shape} × {element} B" if sizes else f"{element} B"
-    return math.prod(sizes) * element, how
+    return math.prod(sizes) * element, f"{shape} × {element} B" if sizes else f"{element} B"

@@ -17,6 +17,10 @@ from wgc.placement.document import Node, dotted
 from wgc.placement.tables import MAX_INTEGER, MAX_RANKS, MAX_SECONDS, MAX_SIZE
 from wgc.placement.units import fmt_bytes, parse_size
 
+_RANGE = re.compile(r"\s*([0-9]+)\s*-\s*([0-9]+)\s*")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_KINDS = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", dict: "a table", tuple: "an array"}
+
 
 class Ctx(Sink):
     """What readers share: the diagnostics so far (Sink) and the cluster's rank count (once known)."""
@@ -30,8 +34,7 @@ Reader = Callable[[Node, Ctx], object]
 
 
 def kind_of(value: object) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", dict: "a table", tuple: "an array"}
-    return names.get(type(value), "a date or time")
+    return _KINDS.get(type(value), "a date or time")
 
 
 def _key(node: Node) -> str:
@@ -44,6 +47,10 @@ def _wrong(node: Node, ctx: Ctx, want: str) -> None:
     ctx.error("P003", f"{_key(node)}expected {want}, found {kind_of(node.value)}", node.span)
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def typed(want: str, accept: Callable[[object], bool], convert: Callable[[object], object] = lambda v: v) -> Reader:
     """A value of one TOML type, else P003 naming the type wanted."""
     return lambda node, ctx: convert(node.value) if accept(node.value) else _wrong(node, ctx, want)
@@ -51,7 +58,7 @@ def typed(want: str, accept: Callable[[object], bool], convert: Callable[[object
 
 string = typed("a string", lambda v: isinstance(v, str))
 boolean = typed("a boolean (true or false)", lambda v: isinstance(v, bool))
-number = typed("a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool), float)
+number = typed("a number", _is_number, float)
 
 
 def choice(options: Mapping[str, object] | tuple[str, ...], what: str) -> Reader:
@@ -74,23 +81,21 @@ def integer(lo: int = 0, hi: int | None = None) -> Reader:
     def read(node: Node, ctx: Ctx) -> int | None:
         if type(node.value) is not int:
             return _wrong(node, ctx, f"an integer {bound}")
-        if node.value < lo or node.value > top:
-            shown = f"{bound} and at most {top:,}" if hi is None and node.value > top else bound
-            ctx.error("P003", f"{_key(node)}{_number(node.value)} is out of range: expected an integer {shown}",
-                      node.span)
-            return None
-        return node.value
+        if lo <= node.value <= top:
+            return node.value
+        shown = f"{bound} and at most {top:,}" if hi is None and node.value > top else bound
+        ctx.error("P003", f"{_key(node)}{_number(node.value)} is out of range: expected an integer {shown}", node.span)
+        return None
 
     return read
 
 
 def seconds(node: Node, ctx: Ctx) -> float | None:
     """A duration in seconds: a number above 0 and at most MAX_SECONDS (a day)."""
-    value = node.value
-    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= MAX_SECONDS:
-        return float(value)
+    if _is_number(node.value) and 0 < node.value <= MAX_SECONDS:  # type: ignore[operator]
+        return float(node.value)  # type: ignore[arg-type]
     ctx.error("P003", f"`{node.path[-1]}`: expected seconds, a number above 0 and at most {MAX_SECONDS:g}, found "
-              f"{value!r}"[:200], node.span)
+              f"{node.value!r}"[:200], node.span)
     return None
 
 
@@ -102,18 +107,18 @@ def _number(value: int) -> str:
 
 def size(node: Node, ctx: Ctx) -> int | None:
     """`"80GiB"`, `"512 MB"`, or a plain integer count of bytes; at most MAX_SIZE (64 TiB)."""
-    if type(node.value) is int and node.value > 0:
-        value = node.value
-    elif not isinstance(node.value, str):
+    text = node.value
+    if type(text) is int and text > 0:
+        value, shown = text, f"{_number(text)} B"
+    elif not isinstance(text, str):
         return _wrong(node, ctx, 'a size such as "80GiB"')
     else:
-        value, reason = parse_size(node.value)
+        value, reason = parse_size(text)
         if value is None or value <= 0:
             ctx.error("P003", reason or "a size must be more than zero", node.span)
             return None
+        shown = text if len(text) <= 30 else f"{text[:12]}...{text[-6:]}"
     if value > MAX_SIZE:
-        shown = (node.value if len(node.value) <= 30 else f'{node.value[:12]}...{node.value[-6:]}') \
-            if isinstance(node.value, str) else f"{_number(value)} B"
         ctx.error("P003", f"{_key(node)}{shown} is more than any rank can hold: sizes go up to {fmt_bytes(MAX_SIZE)}",
                   node.span)
         return None
@@ -133,29 +138,21 @@ def int_list(lo: int = 1, hi: int | None = None) -> Reader:
     return read
 
 
-_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-
-
 def module_list(node: Node, ctx: Ctx) -> tuple[str, ...] | None:
     """An array of module prefixes: dotted Python names such as `"mypkg.models"`."""
     if not node.is_array:
         return _wrong(node, ctx, 'an array of module names such as ["mypkg.models"]')
-    out = []
-    for n in node.elements():
-        if not (isinstance(n.value, str) and _MODULE.fullmatch(n.value)):
-            shown = repr(n.value) if isinstance(n.value, str) else kind_of(n.value)
-            ctx.error("P003", f"a module prefix is a dotted Python name such as \"mypkg.models\", found {shown}", n.span)
-            return None
-        out.append(n.value)
-    return tuple(out)
-
-
-_RANGE = re.compile(r"\s*([0-9]+)\s*-\s*([0-9]+)\s*")
+    bad = next((n for n in node.elements() if not (isinstance(n.value, str) and _MODULE.fullmatch(n.value))), None)
+    if bad is None:
+        return tuple(n.value for n in node.elements())  # type: ignore[misc]
+    shown = repr(bad.value) if isinstance(bad.value, str) else kind_of(bad.value)
+    ctx.error("P003", f"a module prefix is a dotted Python name such as \"mypkg.models\", found {shown}", bad.span)
+    return None
 
 
 def rank_set(node: Node, ctx: Ctx) -> tuple[int, ...] | None:
     """A rank (`1`), a list (`[0, 2]`) or an inclusive range (`"0-7"`); checked against the cluster."""
-    value = node.value
+    value, count = node.value, ctx.rank_count
     if type(value) is int:
         ranks = [(value, node)]
     elif node.is_array:
@@ -165,11 +162,10 @@ def rank_set(node: Node, ctx: Ctx) -> tuple[int, ...] | None:
         if hi < lo:
             ctx.error("P003", f'empty rank range "{value}": the first rank is above the last', node.span)
             return None
-        count = MAX_RANKS if ctx.rank_count is None else ctx.rank_count
-        if hi >= count:  # before the range is spelled out: "0-99999999999" would fill memory
-            ctx.error("P012", f'rank range "{value}" is out of range: the cluster has ranks 0..{count - 1}', node.span,
-                      (f"cluster.ranks is {count}" if ctx.rank_count is not None else
-                       f"a cluster has at most {MAX_RANKS} ranks",))
+        limit = MAX_RANKS if count is None else count
+        if hi >= limit:  # before the range is spelled out: "0-99999999999" would fill memory
+            ctx.error("P012", f'rank range "{value}" is out of range: the cluster has ranks 0..{limit - 1}', node.span,
+                      (f"cluster.ranks is {count}" if count else f"a cluster has at most {MAX_RANKS} ranks",))
             return None
         ranks = [(r, node) for r in range(lo, hi + 1)]
     else:
@@ -177,24 +173,18 @@ def rank_set(node: Node, ctx: Ctx) -> tuple[int, ...] | None:
     if not ranks:
         ctx.error("P003", "a rank list needs at least one rank", node.span)
         return None
-    return _checked_ranks(ranks, ctx)
-
-
-def _checked_ranks(ranks: list[tuple[object, Node]], ctx: Ctx) -> tuple[int, ...] | None:
-    ok, seen, out = True, set(), []
-    for rank, at in ranks:
+    ok, seen = True, set()
+    for rank, at in ranks:  # every problem reported; a rank out of range still counts as listed
         if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
             ctx.error("P003", f"a rank is an integer from 0, found {rank!r}", at.span)
-            ok = False
-            continue
-        out.append(rank)
-        if rank in seen:
+        elif rank in seen:
             ctx.error("P003", f"rank {rank} is listed twice", at.span)
-            ok = False
-        elif ctx.rank_count is not None and rank >= ctx.rank_count:
-            last = ctx.rank_count - 1
-            ctx.error("P012", f"rank {rank} is out of range: the cluster has ranks 0..{last}", at.span,
-                      (f"cluster.ranks is {ctx.rank_count}",))
-            ok = False
-        seen.add(rank)
-    return tuple(out) if ok else None
+        elif count is not None and rank >= count:
+            ctx.error("P012", f"rank {rank} is out of range: the cluster has ranks 0..{count - 1}", at.span,
+                      (f"cluster.ranks is {count}",))
+            seen.add(rank)
+        else:
+            seen.add(rank)
+            continue
+        ok = False
+    return tuple(r for r, _ in ranks) if ok else None

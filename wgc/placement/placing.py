@@ -31,13 +31,12 @@ def place_components(top: TopTable, facts: ProgramFacts, cluster: Cluster, ctx: 
     out: dict[str, ComponentPlacement] = {}
     for name, comp in facts.components.items():
         entry, node = listed.get(name, (None, None))
-        if isinstance(entry, ComponentTable):
-            placed = _from_table(comp, entry, cluster, engine, ctx)
-        elif entry is not None and node is not None:
-            placed = _from_ranks(comp, entry, node.span, cluster, engine, ctx)
-        elif defaults is not None and defaults.ranks is not None:
-            at = defaults.at("ranks")
-            placed = _from_ranks(comp, defaults.ranks, at.span if at else defaults.node.key, cluster, engine, ctx)
+        if isinstance(entry, ComponentTable):  # `[components.llm]`: ranks, tp, routing, engine
+            placed = _place(comp, entry.ranks, entry.node.key, entry, cluster, engine, ctx)
+        elif entry is not None and node is not None:  # `llm = [0, 1]`
+            placed = _place(comp, entry, node.span, None, cluster, engine, ctx)
+        elif defaults is not None and (at := defaults.at("ranks")) is not None:
+            placed = _place(comp, defaults.ranks, at.span, None, cluster, engine, ctx)
         else:
             placed = None
             if defaults is None or not defaults.has("ranks"):  # an invalid default was reported already
@@ -59,27 +58,23 @@ def _known(listed: dict[str, Entry] | None, code: str, kind: str, declared: Iter
     return {name: entry for name, entry in (listed or {}).items() if name in declared}
 
 
-def _from_ranks(comp: ComponentFacts, ranks: Ranks, span: Span, cluster: Cluster, engine: EngineTable | None,
-                ctx: Ctx) -> ComponentPlacement:
-    settings = build_engine(comp.engine, comp.name, None, engine, span, cluster.device, ctx)
-    return ComponentPlacement(comp.name, comp.engine, ranks, 1, None, settings, span)
-
-
-def _from_table(comp: ComponentFacts, t: ComponentTable, cluster: Cluster, default_engine: EngineTable | None,
-                ctx: Ctx) -> ComponentPlacement | None:
-    if t.engine is not None:
-        check_engine_table(t.engine, cluster, ctx)
-    settings = build_engine(comp.engine, comp.name, t.engine, default_engine, t.node.key, cluster.device, ctx)
-    if t.ranks is None:
-        return None  # missing or invalid: reported by the reader
-    tp = t.get("tp")
-    if len(t.ranks) % tp:
-        at = t.at("tp")
-        ctx.error("P014", f"tp = {tp} does not divide the {len(t.ranks)} rank(s) of {comp.name}",
-                  at.span if at else t.node.key,
+def _place(comp: ComponentFacts, ranks: Ranks | None, span: Span, t: ComponentTable | None, cluster: Cluster,
+           default_engine: EngineTable | None, ctx: Ctx) -> ComponentPlacement | None:
+    """`comp` on `ranks` (None: missing or invalid, reported by the reader), with its table's `tp`,
+    `routing` and `engine` when it has one."""
+    own = t.engine if t is not None else None
+    if own is not None:
+        check_engine_table(own, cluster, ctx)
+    settings = build_engine(comp.engine, comp.name, own, default_engine, span, cluster.device, ctx)
+    tp = t.get("tp") if t is not None else 1
+    if ranks is None:
+        return None
+    if len(ranks) % tp:
+        at = t.at("tp") if t is not None else None
+        ctx.error("P014", f"tp = {tp} does not divide the {len(ranks)} rank(s) of {comp.name}", at.span if at else span,
                   (f"{comp.name} holds one copy per {tp} ranks: give it a multiple of {tp} ranks",))
         return None
-    return ComponentPlacement(comp.name, comp.engine, t.ranks, tp, t.routing, settings, t.node.key)
+    return ComponentPlacement(comp.name, comp.engine, ranks, tp, t.routing if t else None, settings, span)
 
 
 def place_walks(top: TopTable, facts: ProgramFacts, comps: dict[str, ComponentPlacement], ctx: Ctx

@@ -5,14 +5,8 @@ from __future__ import annotations
 DEVICE_KINDS: tuple[str, ...] = ("cpu", "cuda")
 
 # Memory per GPU as nvidia-smi reports it (MiB). `cluster.memory` overrides the table.
-GPU_MEMORY_MIB: dict[str, int] = {
-    "H100": 81559,
-    "H200": 143771,
-    "A100-80GB": 81920,
-    "A100-40GB": 40960,
-    "L40S": 46068,
-    "L4": 23034,
-}
+GPU_MEMORY_MIB: dict[str, int] = {"H100": 81559, "H200": 143771, "A100-80GB": 81920, "A100-40GB": 40960,
+                                  "L40S": 46068, "L4": 23034}
 
 # How requests choose among a component's copies (data-parallel replicas), when it has several.
 ROUTING_POLICIES: dict[str, str] = {
@@ -23,20 +17,10 @@ ROUTING_POLICIES: dict[str, str] = {
 }
 
 # Tensor transports and the device kinds that can use them.
-INTRA_HOST: dict[str, tuple[str, ...]] = {
-    "shm": ("cpu", "cuda"),
-    "cuda_ipc": ("cuda",),
-    "zmq": ("cpu", "cuda"),
-}
-INTER_HOST: dict[str, tuple[str, ...]] = {
-    "nccl": ("cuda",),
-    "gloo": ("cpu", "cuda"),
-    "zmq": ("cpu", "cuda"),
-}
-DEFAULT_TRANSPORT: dict[str, tuple[str, str]] = {  # device → (intra_host, inter_host)
-    "cpu": ("shm", "gloo"),
-    "cuda": ("cuda_ipc", "nccl"),
-}
+INTRA_HOST: dict[str, tuple[str, ...]] = {"shm": ("cpu", "cuda"), "cuda_ipc": ("cuda",), "zmq": ("cpu", "cuda")}
+INTER_HOST: dict[str, tuple[str, ...]] = {"nccl": ("cuda",), "gloo": ("cpu", "cuda"), "zmq": ("cpu", "cuda")}
+# device → (intra_host, inter_host)
+DEFAULT_TRANSPORT: dict[str, tuple[str, str]] = {"cpu": ("shm", "gloo"), "cuda": ("cuda_ipc", "nccl")}
 
 # Engine defaults computed from other keys (the plain ones are in the schema, spec.py).
 DEFAULT_MAX_BATCH = 16  # when no CUDA-graph buckets are given; else the largest bucket

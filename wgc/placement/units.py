@@ -6,32 +6,11 @@ import re
 from fractions import Fraction
 
 # Decimal (GB) and binary (GiB) units, as printed on data sheets and by nvidia-smi respectively.
-SIZE_UNITS: dict[str, int] = {
-    "B": 1,
-    "KB": 10**3,
-    "MB": 10**6,
-    "GB": 10**9,
-    "TB": 10**12,
-    "KiB": 2**10,
-    "MiB": 2**20,
-    "GiB": 2**30,
-    "TiB": 2**40,
-}
-
+SIZE_UNITS: dict[str, int] = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+                              "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 # Bytes per element of each dtype a `.walk` program may name (attributes and tensor types).
-DTYPE_BYTES: dict[str, int] = {
-    "bf16": 2,
-    "f16": 2,
-    "f32": 4,
-    "f64": 8,
-    "i64": 8,
-    "i32": 4,
-    "i8": 1,
-    "u8": 1,
-    "bool": 1,
-    "fp8": 1,
-}
-
+DTYPE_BYTES: dict[str, int] = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i64": 8, "i32": 4, "i8": 1, "u8": 1, "bool": 1,
+                               "fp8": 1}
 DEFAULT_DTYPE = "bf16"
 
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*")
