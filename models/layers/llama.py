@@ -61,6 +61,7 @@ class LlamaModel(nn.Module):
         """Embedded inputs x [..., hidden] (tokens, or rows a family made: image features) through every
         layer, before the final norm -> [..., hidden]."""
         cos, sin = self.rotary(positions, x.dtype)  # each [..., head_dim]
+        cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # each [..., 1, head_dim]: the heads axis once a step
         for layer in self.layers:
             x = layer(x, cos, sin, kv)  # [..., hidden]
         return x

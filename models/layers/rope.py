@@ -91,8 +91,34 @@ class RotaryEmbedding(nn.Module):
         return angles.cos().to(dtype), angles.sin().to(dtype)  # each [..., head_dim]
 
 
+_HALF_SWAPS: dict[tuple[int, torch.dtype], tuple[Tensor, Tensor]] = {}  # (head_dim, dtype) -> (order, signs)
+
+
+def _half_swap(head_dim: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """The index order [half.., ..half] and the signs [-1.., +1..] that make rotate-half one gather
+    and one product (CPU tensors, made once per head_dim and dtype)."""
+    key = (head_dim, dtype)
+    if key not in _HALF_SWAPS:
+        half = head_dim // 2
+        order = torch.cat([torch.arange(half, head_dim), torch.arange(half)])  # [head_dim] int64
+        signs = torch.cat([-torch.ones(half), torch.ones(head_dim - half)]).to(dtype)  # [head_dim]
+        _HALF_SWAPS[key] = order, signs
+    return _HALF_SWAPS[key]
+
+
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """x: [..., heads, head_dim]; cos, sin: [..., head_dim] (no heads axis) -> [..., heads, head_dim]."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # [..., heads, head_dim]
-    return x * cos[..., None, :] + rotated * sin[..., None, :]  # [..., heads, head_dim]
+    """x: [..., heads, head_dim]; cos, sin: [..., head_dim], or [..., 1, head_dim] with the heads axis
+    already there (`LlamaModel` adds it once a step, not twice a layer) -> [..., heads, head_dim].
+
+    On CPU, where a decode step of a small model costs what it dispatches, rotate-half [-x2, x1] is
+    one index_select and a product by signs (bitwise the same values: the sign is exact) instead of
+    two slices, a neg and a cat; elsewhere the plain expression (a CUDA graph replays it whole)."""
+    if cos.dim() < x.dim():
+        cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # [..., 1, head_dim]
+    if x.device.type == "cpu":
+        order, signs = _half_swap(x.shape[-1], x.dtype)
+        rotated = x.index_select(-1, order) * signs  # [..., heads, head_dim]: [-x2, x1]
+    else:
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # [..., heads, head_dim]
+    return x * cos + rotated * sin  # [..., heads, head_dim]

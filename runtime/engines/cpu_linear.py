@@ -28,7 +28,8 @@ a kv component calls it once for its model on CPU (`KVComponent.use_graphs`). Wh
   each row the bits it has alone, at 1, 2, 3, 4 and 8 threads (measured on this 2-core host; more
   cores may split rows otherwise). Without it a request's tokens could change with what it is
   batched with (a decode row alone, or beside other rows and a prompt's chunk in one mixed
-  forward). It costs ~6-9 us a product at one row.
+  forward). It costs ~5 us a product at one row (a 4-row product, one `cat` with zero rows made
+  once, one slice: the earlier F.pad cost ~2 us more).
 Results are float32 products summed in another order than MKL's: equal to rounding (the parity
 tests' tolerances), the same greedy tokens. WGC_CPU_PACKED_LINEAR=0 turns it off (the bench's
 baseline).
@@ -84,17 +85,31 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, packed: PackedWeight 
     return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed.get(weight), bias, "none", [], "")
 
 
+_ZERO_ROWS: dict[tuple[int, int, torch.dtype], Tensor] = {}  # (rows, width, dtype) -> zeros, never written
+
+
+def _zero_rows(rows: int, width: int, dtype: torch.dtype) -> Tensor:
+    key = (rows, width, dtype)
+    zeros = _ZERO_ROWS.get(key)
+    if zeros is None:
+        zeros = _ZERO_ROWS[key] = torch.zeros(rows, width, dtype=dtype)  # [rows, width] on CPU
+    return zeros
+
+
 def invariant_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """F.linear on CPU over a row count MKL gives each row the same bits at (zero rows added below
-    MKL_PAD_BELOW to reach a multiple of 4, their outputs dropped)."""
-    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    target = max(4, -(-rows // 4) * 4)
-    if rows >= MKL_PAD_BELOW or rows == 0 or target == rows:
+    MKL_PAD_BELOW to reach a multiple of 4, their outputs dropped). The padding is one `cat` with
+    zero rows made once (F.pad was three kernels and an allocation: ~2 us of a ~9 us one-row
+    product), and without a bias the product is F.linear's own `mm` over the transposed view."""
+    width = x.shape[-1]
+    rows = x.numel() // width if width else 0
+    pad = -rows % 4
+    if rows >= MKL_PAD_BELOW or rows == 0 or pad == 0:
         return F.linear(x, weight, bias)
-    if x.dim() == 2:  # the decode step's [rows, in]: no reshapes (each a dispatch, 16 products a step)
-        return F.linear(F.pad(x, (0, 0, 0, target - rows)), weight, bias)[:rows]  # [rows, out]
-    padded = F.pad(x.reshape(rows, x.shape[-1]), (0, 0, 0, target - rows))  # [target, in]
-    return F.linear(padded, weight, bias)[:rows].reshape(*x.shape[:-1], weight.shape[0])  # [..., out]
+    flat = x if x.dim() == 2 else x.reshape(rows, width)  # [rows, in]: the decode step's is already
+    padded = torch.cat((flat, _zero_rows(pad, width, x.dtype)))  # [rows + pad, in]
+    out = (torch.mm(padded, weight.t()) if bias is None else F.linear(padded, weight, bias))[:rows]  # [rows, out]
+    return out if x.dim() == 2 else out.reshape(*x.shape[:-1], weight.shape[0])  # [..., out]
 
 
 class FusedWeight:
