@@ -33,8 +33,9 @@ def _memory(t: ClusterTable, device: str, ctx: Ctx) -> tuple[int | None, Span]:
                   ('for a CPU rank set `memory`, the budget per rank, or leave it out (unbounded)',))
     gpu_span = gpu_at.span if gpu_at else t.node.key
     if device == "cuda" and gpu is not None and gpu not in GPU_MEMORY_MIB and not t.has("memory"):
+        known = f"known models: {', '.join(GPU_MEMORY_MIB)}; or set cluster.memory"
         ctx.error("P003", f'unknown GPU model "{gpu}": its memory is not known', gpu_span,
-                  (*did_you_mean(gpu, GPU_MEMORY_MIB), f"known models: {', '.join(GPU_MEMORY_MIB)}; or set cluster.memory"))
+                  (*did_you_mean(gpu, GPU_MEMORY_MIB), known))
     if device == "cuda" and not t.has("gpu") and not t.has("memory"):
         ctx.error("P004", "a cuda cluster needs `gpu` (a known model) or `memory` (per device)", t.node.key)
     memory_at = t.at("memory")

@@ -1,10 +1,5 @@
-"""The public entry: read a placement file (and its bases), check it against a program.
-
-One pass: the text and its `extends` bases into one tree of located nodes (document.py), that
-tree into the typed structs of the schema (spec.py), the structs checked against each other and
-the program's facts into a `Placement` (cluster.py, placing.py, engines.py), then the memory fit
-(memory.py).
-"""
+"""The public entry: read a placement file (and its bases), check it against a program, in the
+one pass the package docstring follows."""
 
 from __future__ import annotations
 
@@ -56,7 +51,8 @@ def assemble(root: Node, facts: ProgramFacts, file: str, sources: tuple[str, ...
     model, model_at = top.model, top.at("model")
     if model is not None and model_at is not None and facts.model is not None and _norm(model) != _norm(facts.model):
         ctx.error("P007", f"this placement is for model `{model}`, but the program is model `{facts.model}`",
-                  model_at.span, ("use a placement written for this model, or a generic one such as placements/cpu.toml",))
+                  model_at.span,
+                  ("use a placement written for this model, or a generic one such as placements/cpu.toml",))
         return None
     comps = place_components(top, facts, cluster, ctx)
     warn_tp_across_hosts(cluster, comps.values(), ctx)

@@ -135,7 +135,8 @@ def _weights(comp: ComponentPlacement, f: ComponentFacts) -> MemoryLine:
     return MemoryLine("weights", comp.name, f.params * f.dtype_bytes // comp.tp, formula)
 
 
-def _kv_pool(comp: ComponentPlacement, f: ComponentFacts, rank: int, memory: int | None) -> tuple[MemoryLine, KvCapacity]:
+def _kv_pool(comp: ComponentPlacement, f: ComponentFacts, rank: int, memory: int | None
+             ) -> tuple[MemoryLine, KvCapacity]:
     e = comp.engine
     if e.kv_memory is not None:
         pool, formula = e.kv_memory, "kv_memory"
@@ -164,19 +165,19 @@ def _graphs(comp: ComponentPlacement, f: ComponentFacts) -> MemoryLine:
     return MemoryLine("cuda graphs", comp.name, total, formula + f" (buckets {', '.join(map(str, buckets))})")
 
 
-def capacity_of(placement: Placement, decl: ast.Stream) -> int:
+def capacity_of(placement: Placement, decl: ast.Stream | StreamFacts) -> int:
     """Items buffered per request on stream `decl`: the placement's, the program's, else the default."""
-    return stream_capacity(stream_facts(decl), placement)
-
-
-def stream_capacity(stream: StreamFacts, placement: Placement) -> int:
+    stream = stream_facts(decl) if isinstance(decl, ast.Stream) else decl
     settings = placement.stream(stream.name)
     if settings is not None and settings.capacity is not None:
         return settings.capacity
-    return stream.capacity if stream.capacity is not None else max(DEFAULT_STREAM_CAPACITY, 2 * (stream.chunk_items or 1))
+    if stream.capacity is not None:
+        return stream.capacity
+    return max(DEFAULT_STREAM_CAPACITY, 2 * (stream.chunk_items or 1))  # at least two chunks
 
 
-def _stream(stream: StreamFacts, placement: Placement, facts: ProgramFacts, consumer: ComponentPlacement) -> tuple[MemoryLine, str]:
+def _stream(stream: StreamFacts, placement: Placement, facts: ProgramFacts, consumer: ComponentPlacement
+            ) -> tuple[MemoryLine, str]:
     """The stream's buffer on its consumer's rank: capacity × item bytes × max_batch requests."""
     settings = placement.stream(stream.name)
     if settings is not None and settings.item_bytes is not None:
@@ -185,8 +186,9 @@ def _stream(stream: StreamFacts, placement: Placement, facts: ProgramFacts, cons
         size, how = item_bytes(stream, dict(settings.dims) if settings else {}, facts.components.get(stream.producer))
     if size is None:
         return MemoryLine("stream", stream.name, 0, f"item size unknown: {how} (counted as 0)"), how
-    capacity, requests = stream_capacity(stream, placement), consumer.engine.max_batch
-    return MemoryLine("stream", stream.name, capacity * size * requests, f"{capacity} items × {how} × {requests} requests"), ""
+    capacity, requests = capacity_of(placement, stream), consumer.engine.max_batch
+    formula = f"{capacity} items × {how} × {requests} requests"
+    return MemoryLine("stream", stream.name, capacity * size * requests, formula), ""
 
 
 # What to change when a kind of memory line is the largest on a rank that does not fit.

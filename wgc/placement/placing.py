@@ -48,7 +48,8 @@ def place_components(top: TopTable, facts: ProgramFacts, cluster: Cluster, ctx: 
     return out
 
 
-def _known(listed: dict[str, Entry] | None, code: str, kind: str, declared: Iterable[str], ctx: Ctx) -> dict[str, Entry]:
+def _known(listed: dict[str, Entry] | None, code: str, kind: str, declared: Iterable[str], ctx: Ctx
+           ) -> dict[str, Entry]:
     """The entries of a table keyed by program names; each name the program does not declare is
     reported (a component, walk or stream)."""
     for name, (_, node) in (listed or {}).items():
