@@ -99,9 +99,9 @@ class Coordinator:
             self.flush()
 
     def route(self, msg: Message) -> None:
-        if isinstance(msg, Outputs):  # a worker's round of outputs, in the order it emitted them
+        if isinstance(msg, Outputs):  # a worker's round of outputs and request ends, in the order it sent them
             for item in msg.items:
-                self.core.on_message(item)
+                self.route(item)  # a FlowDone in it waits for the ranks' probes as a lone one does
         elif isinstance(msg, Ready):
             self.on_ready(msg)
         elif isinstance(msg, Progress):

@@ -158,14 +158,6 @@ class Output(Struct, tag="output", frozen=True):
     seq: int  # per (request, rank), so the coordinator can order outputs of one rank
 
 
-class Outputs(Struct, tag="outputs", frozen=True):
-    """Every Output a worker process emitted in one round, in emission order, as one message: a decode
-    round of 32 requests is one encode, one send and one decode instead of 32 of each (the per-message
-    cost was about a millisecond a round at batch 32). The process coordinator hands each item on."""
-
-    items: list[Output]
-
-
 class FlowDone(Struct, tag="flow_done", frozen=True):
     """A flow finished on its end rank. Its walks' other ranks that emit may not have finished yet: the
     request is not complete before a `Drained` of this flow has come from each rank in `drains`."""
@@ -235,6 +227,20 @@ class Ready(Struct, tag="ready", frozen=True):
 ToWorker = (RequestInit | StartWalk | Data | KvData | StreamItems | StreamCredit | FlowEnded | ConsumersEnded
             | Cancel | TpBatch | Shutdown
             | HealthQuery)
+
+# What a worker process holds until its round ends and sends as one Outputs (runtime/process/out_batch.py)
+Held = Output | FlowDone | StreamDone | Drained
+
+
+class Outputs(Struct, tag="outputs", frozen=True):
+    """Every Output a worker process emitted in one round, and the request ends (FlowDone, StreamDone,
+    Drained) it reported, in the order it sent them, as one message: a decode round of 32 requests is
+    one encode, one send and one decode instead of 32 of each (the per-message cost was about a
+    millisecond a round at batch 32). The process coordinator routes each item in order."""
+
+    items: list[Held]
+
+
 ToCoordinator = Output | Outputs | FlowDone | StreamDone | Drained | Failed | CancelAck | Health | Progress | Ready
 Message = ToWorker | ToCoordinator
 
