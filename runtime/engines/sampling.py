@@ -97,8 +97,7 @@ def sample(logits: torch.Tensor, params: Sequence[SamplingParams], histories: Se
     if all(greedy):
         return scores.argmax(-1)
     best = scores.argmax(-1) if any(greedy) else None  # [B]
-    temperature = torch.tensor([p.temperature or 1.0 for p in params], device=device)  # [B]
-    scores = _mask_top_k(scores / temperature[:, None], params)  # [B, V], -inf outside top-k
+    scores = _mask_top_k(scores / _column([p.temperature or 1.0 for p in params], device), params)  # [B, V]
     probs = scores.softmax(-1)  # [B, V], renormalised over top-k
     keys = [row_key(_seed_of(p, generator), step) for p, step in zip(params, steps)]
     sampled = [i for i, g in enumerate(greedy) if not g]
@@ -166,13 +165,22 @@ def _kept(probs: torch.Tensor, chances: torch.Tensor, params: Sequence[SamplingP
     device = probs.device
     accept = torch.ones_like(chances, dtype=torch.bool)
     if any(p.min_p > 0 for p in params):
-        min_p = torch.tensor([p.min_p for p in params], device=device)  # [R]
-        accept &= chances >= min_p[:, None] * probs.max(-1, keepdim=True).values
-    if any(p.top_p < 1 for p in params):  # the mass of the tokens strictly more likely than each candidate
-        top_p = torch.tensor([p.top_p for p in params], device=device)  # [R]
+        min_p = _column([p.min_p for p in params], device)
+        accept &= chances >= min_p * probs.max(-1, keepdim=True).values
+    top_p = [p.top_p for p in params]
+    if any(t < 1 for t in top_p):  # the mass of the tokens strictly more likely than each candidate
         above = (probs[:, None, :] * (probs[:, None, :] > chances[:, :, None])).sum(-1)  # [R, C]
-        accept &= (above < top_p[:, None]) | (top_p[:, None] >= 1)
+        nucleus = above < _column(top_p, device)
+        accept &= nucleus if all(t < 1 for t in top_p) else nucleus | (_column(top_p, device) >= 1)
     return accept
+
+
+def _column(values: list[float], device: torch.device) -> float | torch.Tensor:
+    """Per-row values as an operand against [B, ...] float32 rows: one Python number when every row's
+    is the same (one kernel fewer; torch casts it to float32, as the [B, 1] float32 tensor holds it)."""
+    if all(v == values[0] for v in values):
+        return values[0]
+    return torch.tensor(values, device=device)[:, None]  # [B, 1] float32
 
 
 def _draw_ranked(scores: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor,
@@ -208,8 +216,8 @@ def _penalize(scores: torch.Tensor, params: Sequence[SamplingParams],
     factor = torch.from_numpy(penalty).to(device)  # [N] float32, one per entry
     scores = scores.clone(memory_format=torch.contiguous_format)  # `logits.float()` may be the caller's own tensor
     entries = scores.view(-1)
-    seen = entries[index]
-    entries[index] = torch.where(seen > 0, seen / factor, seen * factor)
+    seen = entries.index_select(0, index)
+    entries.index_put_((index,), torch.where(seen > 0, seen / factor, seen * factor))
     return scores
 
 
