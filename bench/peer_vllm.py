@@ -53,6 +53,8 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--orpheus-concurrency", default="1,4,16")
     p.add_argument("--repeats", type=int, default=2, help="interleaved rounds per engine cell (best kept)")
     p.add_argument("--requests-per-stream", type=int, default=2, help="serving: requests per concurrent stream")
+    p.add_argument("--serving-rounds", type=int, default=1,
+                   help="serving: interleaved rounds per cell (each server's best round by req/s kept)")
     p.add_argument("--orpheus-tokens", type=int, default=210, help="max_tokens of each speech request")
     p.add_argument("--quick", action="store_true", help="small cells only (a smoke run)")
     return p.parse_args()
@@ -95,7 +97,8 @@ def main() -> int:
             from bench.peer.serving import serving_rows
 
             results["serving"] = [row for m in models for row in serving_rows(
-                m, dirs[m], llama_plan, args.vllm_python, OUT, ints(args.streams), args.requests_per_stream)]
+                m, dirs[m], llama_plan, args.vllm_python, OUT, ints(args.streams), args.requests_per_stream,
+                args.serving_rounds)]
         if "orpheus" in only:
             from bench.peer.orpheus import orpheus_rows
 

@@ -1,17 +1,19 @@
 """One load generator for both servers: `concurrency` streams at a time through the OpenAI chat API
-(streamed, include_usage), or /v1/audio/speech for Orpheus; per request the time to the first chunk
-and the gaps between chunks, and for the run requests per second and tokens per second."""
+(streamed, include_usage; a lean keep-alive client, sse_client.py), or /v1/audio/speech for Orpheus
+(httpx); per request the time to the first chunk and the gaps between chunks, and for the run
+requests per second and tokens per second."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from bench.peer.sse_client import SseConnection
 
 
 @dataclass
@@ -38,26 +40,24 @@ class Measured:
                 "ttft_mean": statistics.fmean(self.ttft) if self.ttft else float("nan")}
 
 
-async def _chat_one(client: httpx.AsyncClient, url: str, body: dict[str, Any], m: Measured) -> None:
+async def _chat_one(conn: SseConnection, body: dict[str, Any], m: Measured) -> None:
     start = time.perf_counter()
-    last, text = None, []
-    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
-        r.raise_for_status()
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if chunk.get("usage"):
-                m.tokens += int(chunk["usage"]["completion_tokens"])
-            if not chunk.get("choices"):
-                continue
-            now = time.perf_counter()
-            if last is None:
-                m.ttft.append(now - start)
-            else:
-                m.gaps.append(now - last)
-            last = now
-            text.append(chunk["choices"][0]["delta"].get("content") or "")
+    last: list[float] = []
+    text: list[str] = []
+
+    def on_event(chunk: Any, now: float) -> None:
+        if chunk.get("usage"):
+            m.tokens += int(chunk["usage"]["completion_tokens"])
+        if not chunk.get("choices"):
+            return
+        if last:
+            m.gaps.append(now - last[0])
+        else:
+            m.ttft.append(now - start)
+        last[:] = [now]
+        text.append(chunk["choices"][0]["delta"].get("content") or "")
+
+    await conn.post("/v1/chat/completions", body, on_event)
     m.requests += 1
     m.texts.append("".join(text))
 
@@ -80,13 +80,27 @@ async def _speech_one(client: httpx.AsyncClient, url: str, body: dict[str, Any],
 
 async def _drive(kind: str, url: str, bodies: list[dict[str, Any]], concurrency: int) -> Measured:
     m = Measured()
+    if kind == "chat":  # `concurrency` streams, each on its own keep-alive connection (sse_client.py)
+        todo = iter(bodies)
+
+        async def stream() -> None:
+            conn = SseConnection(url)
+            try:
+                for body in todo:
+                    await _chat_one(conn, body, m)
+            finally:
+                conn.close()
+
+        start = time.perf_counter()
+        await asyncio.gather(*[stream() for _ in range(min(concurrency, len(bodies)))])
+        m.wall_s = time.perf_counter() - start
+        return m
     gate = asyncio.Semaphore(concurrency)
-    one = _chat_one if kind == "chat" else _speech_one
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
         async def run(body: dict[str, Any]) -> None:
             async with gate:
-                await one(client, url, body, m)
+                await _speech_one(client, url, body, m)
 
         start = time.perf_counter()
         await asyncio.gather(*[run(b) for b in bodies])
