@@ -9,8 +9,8 @@ from wgc.diag.sink import did_you_mean
 from wgc.lang.span import Span
 from wgc.placement.fields import Ctx
 from wgc.placement.schema import Cluster, ComponentPlacement, Host, Transport
-from wgc.placement.spec import ClusterTable, HostTable, TransportTable, array_of, default
-from wgc.placement.tables import DEFAULT_TRANSPORT, GPU_MEMORY_MIB, INTER_HOST, INTRA_HOST, MAX_GPUS_PER_HOST
+from wgc.placement.spec import INTER_HOST, INTRA_HOST, ClusterTable, HostTable, TransportTable, array_of, default
+from wgc.placement.tables import DEFAULT_TRANSPORT, GPU_MEMORY_MIB, MAX_GPUS_PER_HOST
 
 
 def build_cluster(t: ClusterTable | None, ctx: Ctx) -> Cluster | None:

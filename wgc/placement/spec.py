@@ -38,16 +38,7 @@ from wgc.placement.fields import (
     size,
     string,
 )
-from wgc.placement.tables import (
-    DEVICE_KINDS,
-    INTER_HOST,
-    INTRA_HOST,
-    MAX_BATCH,
-    MAX_COUNT,
-    MAX_RANKS,
-    MAX_TOKEN_BUDGET,
-    ROUTING_POLICIES,
-)
+from wgc.placement.tables import MAX_BATCH, MAX_COUNT, MAX_RANKS, MAX_TOKEN_BUDGET
 
 Ranks = tuple[int, ...]
 Entry = tuple[Any, Node]  # a `map_of` value and the node it was read from
@@ -158,6 +149,19 @@ def ranks_or(struct: type[T]) -> Reader:
 
 
 _COUNT = integer(1, MAX_COUNT)
+
+# The values some keys allow, as the schema's own data.
+DEVICE_KINDS: tuple[str, ...] = ("cpu", "cuda")
+# How requests choose among a component's copies (data-parallel replicas), when it has several.
+ROUTING_POLICIES: dict[str, str] = {
+    "round_robin": "requests go to the copies in turn",
+    "least_loaded": "each request goes to the copy with the fewest requests in flight",
+    "session": "requests of one session go to one copy (its KV prefix stays warm)",
+    "mirror": "every copy runs each unpinned call (copies that keep different cache labels)",
+}
+# Tensor transports and the device kinds that can use them (cluster.py: P020 for another kind).
+INTRA_HOST: dict[str, tuple[str, ...]] = {"shm": ("cpu", "cuda"), "cuda_ipc": ("cuda",), "zmq": ("cpu", "cuda")}
+INTER_HOST: dict[str, tuple[str, ...]] = {"nccl": ("cuda",), "gloo": ("cpu", "cuda"), "zmq": ("cpu", "cuda")}
 
 
 class EngineTable(Table):

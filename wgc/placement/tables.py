@@ -1,24 +1,11 @@
-"""Facts the placement rules consult, kept as data: devices, GPU models, transports, routing."""
+"""Facts the placement rules consult, kept as data: GPU models, default transports and engine settings,
+bounds. The values a key allows are in the schema itself (spec.py)."""
 
 from __future__ import annotations
-
-DEVICE_KINDS: tuple[str, ...] = ("cpu", "cuda")
 
 # Memory per GPU as nvidia-smi reports it (MiB). `cluster.memory` overrides the table.
 GPU_MEMORY_MIB: dict[str, int] = {"H100": 81559, "H200": 143771, "A100-80GB": 81920, "A100-40GB": 40960,
                                   "L40S": 46068, "L4": 23034}
-
-# How requests choose among a component's copies (data-parallel replicas), when it has several.
-ROUTING_POLICIES: dict[str, str] = {
-    "round_robin": "requests go to the copies in turn",
-    "least_loaded": "each request goes to the copy with the fewest requests in flight",
-    "session": "requests of one session go to one copy (its KV prefix stays warm)",
-    "mirror": "every copy runs each unpinned call (copies that keep different cache labels)",
-}
-
-# Tensor transports and the device kinds that can use them.
-INTRA_HOST: dict[str, tuple[str, ...]] = {"shm": ("cpu", "cuda"), "cuda_ipc": ("cuda",), "zmq": ("cpu", "cuda")}
-INTER_HOST: dict[str, tuple[str, ...]] = {"nccl": ("cuda",), "gloo": ("cpu", "cuda"), "zmq": ("cpu", "cuda")}
 # device → (intra_host, inter_host)
 DEFAULT_TRANSPORT: dict[str, tuple[str, str]] = {"cpu": ("shm", "gloo"), "cuda": ("cuda_ipc", "nccl")}
 
