@@ -29,10 +29,11 @@ class RMSNorm(nn.Module):
         self.unit_offset = unit_offset
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.dtype == torch.float32 and self.weight.dtype == torch.float32 and not self.unit_offset:
+        weight = self._parameters["weight"]  # one lookup, not three (~0.4 us each; nine norms a step)
+        if x.dtype == torch.float32 and weight.dtype == torch.float32 and not self.unit_offset:
             # one call in place of six operators (a decode step of a small model runs ~2 us per operator);
             # bitwise the same as the float32 path below (tests/models/test_layers.py)
-            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # [..., dim]
+            return F.rms_norm(x, weight.shape, weight, self.eps)  # [..., dim]
         h = rms(x, self.eps)  # [..., dim] float32
         if self.unit_offset:
             return (h * (1.0 + self.weight.float())).to(x.dtype)  # [..., dim]

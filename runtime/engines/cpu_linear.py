@@ -77,7 +77,7 @@ def packed_available() -> bool:
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None, packed: PackedWeight | None) -> Tensor:
     """x @ weight.T + bias: through the packed weight when it applies, else batch-invariant MKL on CPU
     (see the module docstring)."""
-    if (x.dtype != torch.float32 or weight.dtype != torch.float32 or x.device.type != "cpu"
+    if (x.dtype != torch.float32 or weight.dtype != torch.float32 or not x.is_cpu
             or (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad))):
         return F.linear(x, weight, bias)
     if packed is None or weight.numel() < MIN_PACKED_WEIGHT:
@@ -135,8 +135,7 @@ class FusedWeight:
         self.packed = PackedWeight()
 
     def get(self, parts: tuple[nn.Linear, ...]) -> tuple[Tensor, Tensor | None]:
-        key = tuple((p.weight.data_ptr(), p.weight._version, None if p.bias is None else p.bias._version)
-                    for p in parts)
+        key = tuple(_part_key(p._parameters) for p in parts)
         if self.key != key or self.weight is None:
             self.weight = torch.cat([p.weight.detach() for p in parts])  # [sum out, in]
             has_bias = [p.bias is not None for p in parts]
@@ -149,6 +148,14 @@ class FusedWeight:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> FusedWeight:
         return FusedWeight(self.packs)
+
+
+def _part_key(params: dict[str, Any]) -> tuple[Any, ...]:
+    """What identifies a part's weight and bias now: storage and version counter of each. Read from the
+    module's `_parameters` (a Module attribute lookup costs ~0.4 us, and a fused product looked up
+    six a call: ~5 us of a ~13 us one-row q/k/v product)."""
+    weight, bias = params["weight"], params.get("bias")
+    return weight.data_ptr(), weight._version, None if bias is None else (bias.data_ptr(), bias._version)
 
 
 def fused_linear(x: Tensor, parts: tuple[nn.Linear, ...], fused: FusedWeight) -> Tensor:
@@ -165,7 +172,8 @@ class PackedLinear(nn.Linear):
     packed: PackedWeight
 
     def forward(self, x: Tensor) -> Tensor:
-        return linear(x, self.weight, self.bias, self.packed)  # [..., out_features]
+        params = self._parameters  # not `self.weight`: a Module attribute lookup is ~0.4 us, 16 a step
+        return linear(x, params["weight"], params["bias"], self.packed)  # [..., out_features]
 
 
 def pack_linears(model: nn.Module) -> int:

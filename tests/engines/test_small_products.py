@@ -51,3 +51,28 @@ def test_the_padding_rows_stay_zero_and_out_of_the_result() -> None:
         assert out.shape == (rows, 64)
         out.add_(1.0)  # the caller writes its result in place: the shared zero rows are not it
     assert cpu_linear._ZERO_ROWS and all(not z.any() for z in cpu_linear._ZERO_ROWS.values())
+
+
+def test_a_fused_product_follows_each_parts_weight_and_bias_however_they_change() -> None:
+    """FusedWeight keys its concatenation on every part's weight and bias (storage and version,
+    read from the modules' parameters): each kind of change is seen."""
+    from torch import nn
+    from wgc.runtime.engines.cpu_linear import FusedWeight, fused_linear
+
+    torch.manual_seed(5)
+    parts = (nn.Linear(32, 16), nn.Linear(32, 8))
+    fused, x = FusedWeight(packs=False), torch.randn(3, 32)
+
+    def want() -> torch.Tensor:
+        return torch.cat([F.linear(x, p.weight, p.bias) for p in parts], dim=-1)
+
+    with torch.no_grad():
+        torch.testing.assert_close(fused_linear(x, parts, fused), want(), atol=1e-6, rtol=1e-6)
+        parts[1].bias.add_(1.0)  # a bias written in place
+        torch.testing.assert_close(fused_linear(x, parts, fused), want(), atol=1e-6, rtol=1e-6)
+        parts[0].weight.data = torch.randn(16, 32)  # another storage under the same Parameter
+        torch.testing.assert_close(fused_linear(x, parts, fused), want(), atol=1e-6, rtol=1e-6)
+        parts[1].bias.data = torch.randn(8)  # another storage under the bias
+        torch.testing.assert_close(fused_linear(x, parts, fused), want(), atol=1e-6, rtol=1e-6)
+        parts[0].bias = nn.Parameter(torch.randn(16))  # another Parameter
+        torch.testing.assert_close(fused_linear(x, parts, fused), want(), atol=1e-6, rtol=1e-6)
