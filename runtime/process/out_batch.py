@@ -10,6 +10,10 @@ lose the core). Order is kept: the held messages leave in the order they were se
 message this rank sends (to the coordinator or to another rank) first sends what is held, so nothing
 sent after an output can reach anyone before it (a Failed, or a message to a rank whose reply the
 coordinator would see first).
+
+When: the executor flushes what is held once a round's instances have advanced, before the round's
+forward runs (`Executor.flush`): the tokens they emitted are the last forward's, and held until the
+round's end they reached the coordinator one forward late.
 """
 
 from __future__ import annotations
