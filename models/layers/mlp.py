@@ -36,6 +36,10 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if self.fused is not None:
-            gate, up = fused_linear(x, self.fusable_parts(), self.fused).chunk(2, dim=-1)  # [..., inter]
-            return self.down_proj(self.act(gate) * up)  # [..., hidden]
+            # the submodules read from `_modules` once: a Module attribute lookup costs ~0.4 us, and a
+            # small model's decode step is a few hundred such microseconds
+            modules = self._modules
+            parts = (modules["gate_proj"], modules["up_proj"])
+            gate, up = fused_linear(x, parts, self.fused).chunk(2, dim=-1)  # type: ignore[arg-type]  # [..., inter]
+            return modules["down_proj"](self.act(gate) * up)  # type: ignore[misc]  # [..., hidden]
         return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))  # [..., hidden]
