@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, fields
+from typing import TypeVar
 
 from wgc.check.policies import POLICIES, first_chunk_items, policy_values
 from wgc.lang import ast
@@ -18,6 +19,7 @@ from wgc.lang.span import Span
 from wgc.placement.tables import TOKEN_BYTES
 from wgc.placement.units import DEFAULT_DTYPE, DTYPE_BYTES
 
+V = TypeVar("V")
 # Element bytes of each sizable item type; a tensor's come from its dtype.
 ELEMENT_BYTES: dict[str, int] = {"token": TOKEN_BYTES, "scalar": 8, "action": 4}
 # Chunk policy → the smallest capacity: items unconsumed when the first chunk forms.
@@ -98,7 +100,7 @@ def program_facts(program: ast.Program) -> ProgramFacts:
     return ProgramFacts(models[0].name if models else None, components, walks, streams, branches)
 
 
-def _first(by_name: dict) -> dict:
+def _first(by_name: dict[str, V]) -> dict[str, V]:
     """A dict built from the declarations in reverse (so the first wins), back in program order."""
     return dict(reversed(by_name.items()))
 
