@@ -47,10 +47,6 @@ def _wrong(node: Node, ctx: Ctx, want: str) -> None:
     ctx.error("P003", f"{_key(node)}expected {want}, found {kind_of(node.value)}", node.span)
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def typed(want: str, accept: Callable[[object], bool], convert: Callable[[object], object] = lambda v: v) -> Reader:
     """A value of one TOML type, else P003 naming the type wanted."""
     return lambda node, ctx: convert(node.value) if accept(node.value) else _wrong(node, ctx, want)
@@ -58,7 +54,7 @@ def typed(want: str, accept: Callable[[object], bool], convert: Callable[[object
 
 string = typed("a string", lambda v: isinstance(v, str))
 boolean = typed("a boolean (true or false)", lambda v: isinstance(v, bool))
-number = typed("a number", _is_number, float)
+number = typed("a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool), float)
 
 
 def choice(options: Mapping[str, object] | tuple[str, ...], what: str) -> Reader:
@@ -92,10 +88,11 @@ def integer(lo: int = 0, hi: int | None = None) -> Reader:
 
 def seconds(node: Node, ctx: Ctx) -> float | None:
     """A duration in seconds: a number above 0 and at most MAX_SECONDS (a day)."""
-    if _is_number(node.value) and 0 < node.value <= MAX_SECONDS:  # type: ignore[operator]
-        return float(node.value)  # type: ignore[arg-type]
+    value = node.value
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= MAX_SECONDS:
+        return float(value)
     ctx.error("P003", f"`{node.path[-1]}`: expected seconds, a number above 0 and at most {MAX_SECONDS:g}, found "
-              f"{node.value!r}"[:200], node.span)
+              f"{value!r}"[:200], node.span)
     return None
 
 
@@ -142,12 +139,14 @@ def module_list(node: Node, ctx: Ctx) -> tuple[str, ...] | None:
     """An array of module prefixes: dotted Python names such as `"mypkg.models"`."""
     if not node.is_array:
         return _wrong(node, ctx, 'an array of module names such as ["mypkg.models"]')
-    bad = next((n for n in node.elements() if not (isinstance(n.value, str) and _MODULE.fullmatch(n.value))), None)
-    if bad is None:
-        return tuple(n.value for n in node.elements())  # type: ignore[misc]
-    shown = repr(bad.value) if isinstance(bad.value, str) else kind_of(bad.value)
-    ctx.error("P003", f"a module prefix is a dotted Python name such as \"mypkg.models\", found {shown}", bad.span)
-    return None
+    out = []
+    for n in node.elements():
+        if not (isinstance(n.value, str) and _MODULE.fullmatch(n.value)):
+            shown = repr(n.value) if isinstance(n.value, str) else kind_of(n.value)
+            ctx.error("P003", f"a module prefix is a dotted Python name such as \"mypkg.models\", found {shown}", n.span)
+            return None
+        out.append(n.value)
+    return tuple(out)
 
 
 def rank_set(node: Node, ctx: Ctx) -> tuple[int, ...] | None:
