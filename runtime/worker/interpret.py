@@ -32,6 +32,7 @@ from wgc.runtime.protocol.messages import (
     StreamDone,
     StreamItems,
 )
+from wgc.runtime.worker.compiled import compile_expr, tupler
 from wgc.runtime.worker.context import RankPlan
 from wgc.runtime.worker.flowstep import cut_after, next_step, on_ranks
 from wgc.runtime.worker.instance import FREED, Instance, LoopState
@@ -42,7 +43,7 @@ from wgc.runtime.worker.streams import ConsumerEnd
 from wgc.plan import model as m
 from wgc.semantics.flows import FlowError
 from wgc.semantics.mock import mock_input
-from wgc.semantics.python_exprs import binary, evaluator_for
+from wgc.semantics.python_exprs import evaluator_for
 from wgc.semantics.stream_buffer import ENDED, WAITING
 
 VISIBLE = (m.Emit, m.Push, m.Send, m.KvSend, m.Fork, m.Next)
@@ -96,6 +97,7 @@ class Interpreter:
             m.Next: self._next,
         }
         self._getters: dict[int, list[list[Callable[[Instance], Any]]]] = {}  # keyed by id(): plan lives as long
+        self._tuples: dict[int, list[Callable[[Instance], tuple[Any, ...]]]] = {}  # the same, as one tuple a lane
         self._evals: dict[int, tuple[m.Eval, Callable[[Instance], Any] | None]] = {}  # an EVAL's compiled expression
 
     def eval(self, e: m.Expr, inst: Instance) -> Any:
@@ -140,38 +142,22 @@ class Interpreter:
             cached = self._getters[id(ins)] = [[self._getter(a) for a in lane] for lane in ins.args]
         return cached
 
+    def arg_tuples(self, ins: m.Run) -> list[Callable[[Instance], tuple[Any, ...]]]:
+        """Per lane, one function giving the call's argument tuple (what `arg_getters` give, in order),
+        so a batch builds each call's arguments with one call instead of a list, a loop and a tuple."""
+        cached = self._tuples.get(id(ins))
+        if cached is None:
+            cached = self._tuples[id(ins)] = [tupler(lane) for lane in self.arg_getters(ins)]
+        return cached
+
     def _getter(self, e: m.Expr) -> Callable[[Instance], Any]:
         # an operator's errors become the evaluator's StepError: only lookups are compiled here
         compiled = None if isinstance(e, m.EBinary) else self._compile(e)
         return compiled if compiled is not None else lambda inst: self.eval(e, inst)
 
     def _compile(self, e: m.Expr) -> Callable[[Instance], Any] | None:
-        """`e` as one closure over the instance, for the kinds a decode loop evaluates every row every
-        step (frame values, literals, params, consts, and binary operators over them): the general
-        evaluator built a RequestEnv and dispatched on every node (three evaluations a row a step in
-        the llama plan's decode). A missing value raises KeyError, as the evaluator's lookups do.
-        None for any other expression, and for every one with fake components (mock-value rules)."""
-        if isinstance(e, m.EVal):
-            name = e.name
-            return lambda inst: inst.frame[name]
-        if isinstance(e, m.ELit):
-            value = e.value
-            return lambda inst: value
-        if self.ex.options.fake_inputs:
-            return None
-        if isinstance(e, m.EParam):
-            param, states = e.name, self.ex.states
-            return lambda inst: states[inst.request].init.params[param]  # type: ignore[union-attr]
-        if isinstance(e, m.EConst):
-            const = self.consts.get((e.component, e.name))
-            return lambda inst: const
-        if isinstance(e, m.EBinary) and e.op not in ("and", "or"):  # and/or: the evaluator's short circuit
-            left, right = self._compile(e.left), self._compile(e.right)
-            if left is None or right is None:
-                return None
-            op = e.op
-            return lambda inst: binary(op, left(inst), right(inst))
-        return None
+        """`e` as one closure over the instance, or None (compiled.py says for which kinds)."""
+        return compile_expr(e, self.ex.options.fake_inputs, self.ex.states, self.consts)
 
     def before_call(self, inst: Instance, comp: Component, label: str) -> None:
         """A speculative RUN on a kv component: remember the label's extent so it can be rolled back."""
@@ -483,3 +469,4 @@ class Interpreter:
         if self.ex.options.fake_inputs:
             return mock_input(name)
         raise FlowError("?", name, f"the request has no input `{name}`")
+

@@ -29,9 +29,11 @@ from dataclasses import dataclass, field
 STARVED = 2  # rounds a deferred call waits before it goes ahead of fresher work
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Demand:
-    """What one call asks of its component's pool this round (the component fills it in)."""
+    """What one call asks of its component's pool this round (the component fills it in). Not frozen:
+    one is made per call per round, and a frozen dataclass's __init__ (one object.__setattr__ a field)
+    cost 4x a plain one's; nothing changes a Demand once made."""
 
     request: int
     tokens: int  # tokens it still has to write: the rest of a prompt, 1 for a decode, 0 for a read-only query
@@ -96,15 +98,29 @@ def fits_whole(demands: list[Demand], free_pages: int, budget: int) -> Decision 
     budget and their pages fit what is free. Then the rules above grant every call its tokens in
     any order (each takes what it asks, and what is left always covers the rest), defer nothing
     and preempt no one; None when that is not the case (the rules then run group by group)."""
+    tokens = whole_tokens(demands, free_pages, budget)
+    if tokens is None:
+        return None
+    return Decision(grants={i: d.tokens for i, d in enumerate(demands)}, budget_used=tokens)
+
+
+def whole_tokens(demands: list[Demand], free_pages: int, budget: int) -> int | None:
+    """`fits_whole`'s test alone: the round's tokens when every call runs whole (each call's grant is
+    then its own `tokens`), else None. What the batcher asks every round, so `Demand.pages` is
+    written inline."""
     tokens = pages = 0
     for d in demands:
         if d.error:
             return None
-        tokens += d.tokens
-        pages += d.pages(d.tokens)
+        n = d.tokens
+        tokens += n
+        if n > d.slack:
+            pages += d.setup_pages + -(-(n - d.slack) // d.page_size)
+        else:
+            pages += d.setup_pages
     if pages > free_pages or tokens > budget:
         return None
-    return Decision(grants={i: d.tokens for i, d in enumerate(demands)}, budget_used=tokens)
+    return tokens
 
 
 def _priority(demands: list[Demand], group: Group) -> tuple[int, int, int]:
