@@ -8,6 +8,8 @@
                          ranks on it, at least 1)
     WGC_CPU_PACKED_LINEAR  0 turns off the CPU kv components' matrix products through oneDNN over packed
                          weights (runtime/engines/cpu_linear.py), back to F.linear (default on)
+    WGC_CPU_KV_MIRROR    0 turns off the CPU decode step's dense mirror of the batch's K/V (runtime/engines/
+                         kv_mirror.py), back to gathering the keys from the pages every layer (default on)
     WGC_HTTP_PLAIN       1: serve HTTP the plain way (uvicorn's h11 parser, asyncio's own event loop, every
                          request prepared on a worker thread) instead of httptools, uvloop and small
                          requests prepared on the loop; for comparing them (bench/http_overhead.py)
@@ -120,6 +122,11 @@ def host_timeout() -> float:
 def cpu_packed_linear() -> bool:
     """WGC_CPU_PACKED_LINEAR: whether a CPU kv component packs its weights for oneDNN (default on; 0 is off)."""
     return os.environ.get("WGC_CPU_PACKED_LINEAR", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def cpu_kv_mirror() -> bool:
+    """WGC_CPU_KV_MIRROR: 0 turns off the CPU decode step's dense K/V mirror (runtime/engines/kv_mirror.py)."""
+    return os.environ.get("WGC_CPU_KV_MIRROR", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def snac_whole_windows() -> bool:

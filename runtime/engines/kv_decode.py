@@ -7,6 +7,8 @@ where it would do the same work row by row or over padding; the tests hold them 
   the general `prepare` asks the allocator a dozen times a row.
 - `split_step` / `SplitStep`: decode rows beside prompt chunks in one forward (the batcher's mixed
   dispatch): the one-token rows keep their decode plan, the rest get the general plan.
+- `mirror_step`: a CPU decode step's attention read from the engine's dense mirror of the batch's
+  K/V instead of gathered from the pages each layer (kv_mirror.py), where the engine keeps one.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
-from wgc.runtime.engines.attention import AttentionBatch, KVStep, Mode
+from wgc.runtime.engines.attention import AttentionBatch, KVStep, Mode, TorchAttention
+from wgc.runtime.engines.kv_mirror import MirrorStep
 from wgc.runtime.engines.kv_pages import Exhausted
 from wgc.runtime.engines.kv_types import KVExhausted, KVSeq, Prepared, Write
 
@@ -59,7 +62,7 @@ def prepare_decode(engine: KVCacheEngine, writes: list[Write], keys: list[tuple[
     ones = [1] * n
     batch = AttentionBatch(out.tables, out.lengths, ones, engine.page_size, mode, True)
     return Prepared(writes, [0] * n, ones, [True] * n, batch, torch.tensor(positions, dtype=torch.int64), undo,
-                    copies)
+                    copies, list(out.stamps))
 
 
 def split_step(engine: KVCacheEngine, prepared: Prepared) -> SplitStep | None:
@@ -78,8 +81,24 @@ def split_step(engine: KVCacheEngine, prepared: Prepared) -> SplitStep | None:
     parts = [AttentionBatch(batch.page_tables[a:b], batch.cached_lengths[a:b], batch.q_lengths[a:b],
                             batch.page_size, batch.mode, True) for a, b in ((0, head), (head, len(lengths)))]
     backend = engine.planner.backend
-    return SplitStep(KVStep(engine.storage, backend, engine.planner.plan(parts[0])),
+    keys = [(w.request, w.label) for w in prepared.items[:head]]
+    decodes = mirror_step(engine, parts[0], engine.pages.stamps(keys))
+    return SplitStep(decodes or KVStep(engine.storage, backend, engine.planner.plan(parts[0])),
                      KVStep(engine.storage, backend, engine.planner.plan(parts[1])), head)
+
+
+def mirror_step(engine: KVCacheEngine, batch: AttentionBatch,
+                stamps: list[tuple[int, int] | None]) -> MirrorStep | None:
+    """A decode batch's attention through the engine's mirror (kv_mirror.py); None where the engine
+    keeps none, the step is not a written one-token-a-row step, the backend is not the torch path's
+    fast decode (a test's general plan, a family's own backend), plans are made ahead (they would be
+    wasted), or the mirror would outgrow its budget. `stamps`: each row's after this step's append."""
+    mirror = engine.mirror
+    backend = engine.planner.backend
+    if (mirror is None or not batch.write or not batch.q_lengths or any(n != 1 for n in batch.q_lengths)
+            or type(backend) is not TorchAttention or not backend.fast_decode or engine.planner.active):
+        return None
+    return mirror.step(engine.storage, batch, stamps, backend.scale)
 
 
 @dataclass(frozen=True)
@@ -87,7 +106,7 @@ class SplitStep:
     """A mixed step's attention: the first `split` packed tokens (one-token rows) through `head`'s plan,
     the rest through `tail`'s; each part writes its own rows' slots and reads only its own rows."""
 
-    head: KVStep
+    head: KVStep | MirrorStep
     tail: KVStep
     split: int
 

@@ -32,7 +32,8 @@ from typing import Any
 import torch
 from torch import Tensor
 from wgc.runtime.engines.attention import AttentionBatch, KVStep, KVStorage, Mode, attention_backend
-from wgc.runtime.engines.kv_decode import SplitStep, prepare_decode, split_step
+from wgc.runtime.engines.kv_decode import SplitStep, mirror_step, prepare_decode, split_step
+from wgc.runtime.engines.kv_mirror import DecodeMirror, MirrorStep
 from wgc.runtime.engines.kv_pages import Exhausted, LabelExport, PageAllocator, budget_bytes, pages_for_budget
 from wgc.runtime.engines.kv_types import Geometry, KVExhausted, KVSeq, Prepared, Swapped, Write
 from wgc.runtime.engines.plan_ahead import PlanAhead
@@ -60,7 +61,7 @@ def kv_budget(engine_settings: dict[str, Any], device: torch.device) -> int:
 
 class KVCacheEngine:
     def __init__(self, geometry: Geometry, num_pages: int, page_size: int, device: torch.device, *,
-                 prefix_caching: bool = True, plan_ahead: bool | None = None) -> None:
+                 prefix_caching: bool = True, plan_ahead: bool | None = None, mirror: bool | None = None) -> None:
         g = geometry
         self.geometry = g
         self.page_size = page_size
@@ -72,6 +73,13 @@ class KVCacheEngine:
                                     prefer_flashinfer=g.dtype != torch.float32)
         self.planner = PlanAhead(backend, device.type == "cuda" if plan_ahead is None else plan_ahead)
         self.prefix_caching = prefix_caching
+        # the CPU decode step reads a dense mirror of the batch's K/V instead of gathering it each layer
+        # (kv_mirror.py): on CPU by default (WGC_CPU_KV_MIRROR=0 turns it off), at most the pool's bytes again
+        if mirror is None:
+            mirror = device.type == "cpu" and settings.cpu_kv_mirror()
+        self.mirror = DecodeMirror(g.layers, g.kv_heads, g.head_dim, page_size, g.dtype,
+                                   2 * self.storage.k.numel() * self.storage.k.element_size()) \
+            if mirror and device.type == "cpu" else None
         self.seqs: dict[tuple[int, str], KVSeq] = {}
         self.events = {"kv_preemptions": 0, "kv_swapped_in": 0, "prefix_hit_tokens": 0, "prefix_queried_tokens": 0}
 
@@ -191,11 +199,18 @@ class KVCacheEngine:
             raise
         self.commit(prepared)
 
-    def step(self, prepared: Prepared) -> KVStep | SplitStep:
+    def step(self, prepared: Prepared) -> KVStep | SplitStep | MirrorStep:
         """What the family's forward attends through: this step planned (ahead when predicted); a
-        mixed CPU step in two parts (kv_decode.split_step)."""
+        mixed CPU step in two parts (kv_decode.split_step); a CPU decode step through the mirror
+        (kv_decode.mirror_step)."""
         split = split_step(self, prepared)
-        return split if split is not None else KVStep(self.storage, self.planner.backend, self.planner.plan(prepared.batch))
+        if split is not None:
+            return split
+        stamps = prepared.stamps
+        if self.mirror is not None and stamps is None:
+            stamps = self.pages.stamps([(w.request, w.label) for w in prepared.items])
+        mirrored = None if stamps is None else mirror_step(self, prepared.batch, stamps)
+        return mirrored or KVStep(self.storage, self.planner.backend, self.planner.plan(prepared.batch))
 
     def issued(self, prepared: Prepared) -> None:
         """The step's forward has been issued: a decode step plans the next one on the side thread."""

@@ -24,14 +24,23 @@ the plain free pages run out. A fresh label whose prompt starts with published p
 rest. A published page is only ever read: writing into it (a truncated label growing again in a page
 nobody else holds) unpublishes it first, and a shared one is copied as above.
 
+Stamps. Each sequence carries a stamp, (uid, edits): `uid` is new for every sequence object the
+allocator makes (a first append, a fork's target, an attached prefix, an import), `edits` counts
+every change of its pages or length (append, truncate, undoing a copy). A reader that keeps a copy
+of a sequence's tokens outside the pages (the CPU decode mirror, kv_mirror.py) records the stamp
+its copy is of and trusts the copy only while the stamp says nothing else happened: whatever path
+writes a sequence's pages (a prefill chunk, a swap-in, an import, a rollback, a fork) goes through
+one of these changes, so no caller has to remember to tell it.
+
 Exhaustion is a value, not an exception: `append` and `import_` return `Exhausted` and change
 nothing (never half-allocate); `can_append` and `pages_needed` let the scheduler check first.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import NamedTuple
 
@@ -80,6 +89,7 @@ class OneEach(NamedTuple):
     lengths: list[int]  # each label's length before the token
     tables: list[list[int]]  # each label's page table after it (a copy)
     copies: list[tuple[int, int, int]]  # (row, old page, new page): copy-on-write of a shared partial page
+    stamps: list[Stamp]  # each label's stamp after the token
 
 
 @dataclass(frozen=True)
@@ -99,10 +109,17 @@ class LabelExport:
     pages: tuple[int, ...]
 
 
+Stamp = tuple[int, int]  # (uid, edits) of a sequence: see the module docstring
+
+_UIDS = itertools.count(1)  # one counter for every allocator: a uid is never reused, even across pools
+
+
 @dataclass(slots=True)
 class _Sequence:
     pages: list[int]
     length: int
+    uid: int = field(default_factory=lambda: next(_UIDS))
+    edits: int = 0  # changes of pages or length since the sequence was made
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -174,6 +191,14 @@ class PageAllocator:
                 out.append((seq.length, bool(seq.length % ps) and refs[seq.pages[-1]] > 1))
         return out
 
+    def stamps(self, keys: list[tuple[int, str]]) -> list[Stamp | None]:
+        """Per (request, label): its stamp now, None when it holds nothing."""
+        out: list[Stamp | None] = []
+        for request, label in keys:
+            seq = self._get(request, label)
+            out.append(None if seq is None else (seq.uid, seq.edits))
+        return out
+
     def append_one_each(self, keys: list[tuple[int, str]]) -> OneEach | Exhausted:
         """`append(request, label, 1)` for every key (a decode step: distinct labels that each hold
         tokens), whole or nothing, in one pass. Exhausted, and no change, when the pages needed
@@ -186,6 +211,7 @@ class PageAllocator:
             return Exhausted(needed, self.free_pages)
         copies: list[tuple[int, int, int]] = []
         tables: list[list[int]] = []
+        stamps: list[Stamp] = []
         lengths = [s.length for s in rows]
         for i, seq in enumerate(rows):
             if not seq.length % ps:
@@ -199,8 +225,10 @@ class PageAllocator:
             else:
                 self.prefix.forget(seq.pages[-1])  # about to be written: its published content goes stale
             seq.length += 1
+            seq.edits += 1
             tables.append(list(seq.pages))
-        return OneEach(lengths, tables, copies)
+            stamps.append((seq.uid, seq.edits))
+        return OneEach(lengths, tables, copies, stamps)
 
     def can_append(self, request: int, label: str, n_tokens: int) -> bool:
         return self.pages_needed(request, label, n_tokens) <= self.free_pages
@@ -239,6 +267,7 @@ class PageAllocator:
         seq.pages.extend(self._take() for _ in range(_ceil_div(end, ps) - len(seq.pages)))
         slots = [(seq.pages[i // ps], i % ps) for i in range(seq.length, end)]
         seq.length = end
+        seq.edits += 1
         self._seqs.setdefault(request, {})[label] = seq
         return Appended(slots, copies)
 
@@ -269,6 +298,7 @@ class PageAllocator:
         self._drop(seq.pages[keep:])
         del seq.pages[keep:]
         seq.length = n_tokens
+        seq.edits += 1
 
     def undo_copy(self, request: int, label: str, old: int, new: int) -> None:
         """Take back `append`'s copy-on-write (old page, new page), the step that wrote it aborted: the
@@ -277,6 +307,7 @@ class PageAllocator:
         if seq is None or new not in seq.pages:
             return
         seq.pages[seq.pages.index(new)] = old
+        seq.edits += 1
         self._refs[old] += 1
         self._drop([new])
 

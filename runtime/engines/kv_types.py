@@ -95,6 +95,7 @@ class Prepared:
     positions: Tensor  # [sum lengths] int64, on the host
     undo: list[tuple[int, str, KVSeq | None, Any, int]]  # (request, label, sequence, its snapshot, KV length before)
     copies: list[tuple[int, str, int, int]] = field(default_factory=list)  # (request, label, old, new page)
+    stamps: list[tuple[int, int] | None] | None = None  # a decode step's: each row's stamp after it (kv_pages)
 
     def chunk(self, i: int) -> list[int]:
         tokens = self.items[i].tokens
