@@ -8,8 +8,8 @@ tokens, one thread each; wgc's `lm` component called directly (the engine, not t
 Times are self CPU time under the profiler (which inflates small operators on both sides alike), per
 generation step (the prefill step included), and the profiled wall time a step; the sides are
 profiled in turn `--rounds` times and each side's least loaded round (least operator time) counts. Prints the grouped
-table and each side's top operators; writes bench/out/peer_profile.md and .png. Without vLLM it
-says so and exits 0.
+table and each side's top operators; writes bench/out/peer_profile-<model>-b<batch>.md and .png (one
+pair per cell, so the cells' tables stand side by side). Without vLLM it says so and exits 0.
 
     python bench/peer_profile.py --vllm-python /work/vllm-venv/bin/python --model 34m --batch 32
 """
@@ -101,9 +101,11 @@ def main() -> int:
              f"one thread; wgc's lm component vs vLLM {version} `LLM.generate`")
     text = table(ours, theirs, title)
     print(text)
-    (OUT / "peer_profile.md").write_text(text + "\n", encoding="utf-8")
-    plot(ours, theirs, OUT / "peer_profile.png", f"{args.model}, batch {args.batch}")
-    print(f"\ntable: {OUT / 'peer_profile.md'}; plot: {OUT / 'peer_profile.png'}")
+    stem = f"peer_profile-{args.model}-b{args.batch}"  # not Path.with_suffix: "0.7m" has a dot
+    table_path, plot_path = OUT / f"{stem}.md", OUT / f"{stem}.png"
+    table_path.write_text(text + "\n", encoding="utf-8")
+    plot(ours, theirs, plot_path, f"{args.model}, batch {args.batch}")
+    print(f"\ntable: {table_path}; plot: {plot_path}")
     return 0
 
 
