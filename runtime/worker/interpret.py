@@ -209,8 +209,12 @@ class Interpreter:
         return None
 
     def _emit(self, inst: Instance, ins: m.Emit) -> None:
+        try:
+            value = inst.frame[ins.value]  # every row every step: one lookup (`_value` checks, then reads)
+        except KeyError:
+            raise self._error(inst, f"value `{ins.value}` is not available (freed or never set)") from None
         seq = self.ex.states[inst.request].next_output_seq()
-        self.ex.send(COORDINATOR, Output(inst.request, ins.modality, self._value(inst, ins.value), inst.walk, self.ex.rank, seq))
+        self.ex.send(COORDINATOR, Output(inst.request, ins.modality, value, inst.walk, self.ex.rank, seq))
 
     def _fork(self, inst: Instance, ins: m.Fork) -> None:
         self.ex.components[ins.component].fork(inst.request, ins.target, ins.source)
