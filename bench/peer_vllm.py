@@ -56,6 +56,8 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--serving-rounds", type=int, default=1,
                    help="serving: interleaved rounds per cell (each server's best round by req/s kept)")
     p.add_argument("--orpheus-tokens", type=int, default=210, help="max_tokens of each speech request")
+    p.add_argument("--orpheus-rounds", type=int, default=3,
+                   help="Orpheus: interleaved rounds per level, each side's best kept (more on a noisy host)")
     p.add_argument("--quick", action="store_true", help="small cells only (a smoke run)")
     return p.parse_args()
 
@@ -107,7 +109,7 @@ def main() -> int:
             plan = compile_plan("orpheus", placement, work / "orpheus.plan")
             results["orpheus"] = orpheus_rows(write_orpheus(work / "orpheus"), write_snac(work / "snac"), plan,
                                               args.vllm_python, OUT, ints(args.orpheus_concurrency),
-                                              args.orpheus_tokens)
+                                              args.orpheus_tokens, rounds=args.orpheus_rounds)
     sizes = ", ".join(f"{m} = {parameters(SHAPES[m]):,} parameters" for m in models)
     text = [f"wgc {commit} vs vLLM {version}; {sizes}"]
     for key, table in (("engine", report.engine_table), ("serving", report.serving_table),

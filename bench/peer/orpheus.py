@@ -46,8 +46,9 @@ def wgc_variants(plan: Path, directory: Path) -> dict[str, tuple[Path, dict[str,
 
 
 def orpheus_rows(directory: Path, snac: Path, plan: Path, python: str, out: Path, levels: list[int],
-                 max_tokens: int, main: str = "kept region, 2 ranks") -> list[dict[str, Any]]:
-    """Rows of the peer table for the `main` variant; every variant's in the before/after table."""
+                 max_tokens: int, main: str = "kept region, 2 ranks", rounds: int = ROUNDS) -> list[dict[str, Any]]:
+    """Rows of the peer table for the `main` variant; every variant's in the before/after table
+    (each side's best of `rounds` interleaved rounds a level)."""
     servers = {name: start_wgc(p, env, out / f"wgc-serve-orpheus-{k}.log")
                for k, (name, (p, env)) in enumerate(wgc_variants(plan, directory).items())}
     peer = VllmWorker(python, out / "vllm-orpheus.log")
@@ -62,7 +63,7 @@ def orpheus_rows(directory: Path, snac: Path, plan: Path, python: str, out: Path
         peer.ask(op="speak", prompts=[prompt], max_tokens=max_tokens, **SAMPLING)
         for c in levels:
             best: dict[str, dict[str, float]] = {}
-            for _ in range(ROUNDS):
+            for _ in range(rounds):
                 for name, served in servers.items():
                     keep_best(best, name, drive("speech", served.url, [body] * c, c).summary())
                 keep_best(best, "peer", peer_row(peer.ask(op="speak", prompts=[prompt] * c, max_tokens=max_tokens,
