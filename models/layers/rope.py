@@ -91,19 +91,17 @@ class RotaryEmbedding(nn.Module):
         return angles.cos().to(dtype), angles.sin().to(dtype)  # each [..., head_dim]
 
 
-_HALF_SWAPS: dict[tuple[int, torch.dtype], tuple[Tensor, Tensor]] = {}  # (head_dim, dtype) -> (order, signs)
+_SIGNS: dict[tuple[int, torch.dtype], Tensor] = {}  # (head_dim, dtype) -> [-1.., +1..]
 
 
-def _half_swap(head_dim: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-    """The index order [half.., ..half] and the signs [-1.., +1..] that make rotate-half one gather
-    and one product (CPU tensors, made once per head_dim and dtype)."""
+def _half_signs(head_dim: int, dtype: torch.dtype) -> Tensor:
+    """[-1] * (head_dim / 2) + [+1] * (head_dim / 2): a half-rolled x times these is rotate-half
+    (a CPU tensor, made once per head_dim and dtype)."""
     key = (head_dim, dtype)
-    if key not in _HALF_SWAPS:
+    if key not in _SIGNS:
         half = head_dim // 2
-        order = torch.cat([torch.arange(half, head_dim), torch.arange(half)])  # [head_dim] int64
-        signs = torch.cat([-torch.ones(half), torch.ones(head_dim - half)]).to(dtype)  # [head_dim]
-        _HALF_SWAPS[key] = order, signs
-    return _HALF_SWAPS[key]
+        _SIGNS[key] = torch.cat([-torch.ones(half), torch.ones(head_dim - half)]).to(dtype)  # [head_dim]
+    return _SIGNS[key]
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -111,14 +109,14 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     already there (`LlamaModel` adds it once a step, not twice a layer) -> [..., heads, head_dim].
 
     On CPU, where a decode step of a small model costs what it dispatches, rotate-half [-x2, x1] is
-    one index_select and a product by signs (bitwise the same values: the sign is exact) instead of
-    two slices, a neg and a cat; elsewhere the plain expression (a CUDA graph replays it whole)."""
+    x rolled by half a head times signs (bitwise the same values: the sign is exact) instead of two
+    slices, a neg and a cat: 3.2 against 5.5 us at one row, 4.0 against 6.1 at 32, 34 against 30 at
+    1024 (an index_select was 254 there); elsewhere the plain expression (a CUDA graph replays it whole)."""
     if cos.dim() < x.dim():
         cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # [..., 1, head_dim]
+    half = x.shape[-1] // 2
     if x.device.type == "cpu":
-        order, signs = _half_swap(x.shape[-1], x.dtype)
-        rotated = x.index_select(-1, order) * signs  # [..., heads, head_dim]: [-x2, x1]
+        rotated = x.roll(half, -1) * _half_signs(x.shape[-1], x.dtype)  # [..., heads, head_dim]: [-x2, x1]
     else:
-        half = x.shape[-1] // 2
         rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # [..., heads, head_dim]
     return x * cos + rotated * sin  # [..., heads, head_dim]

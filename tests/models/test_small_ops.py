@@ -1,6 +1,6 @@
 """The small operators of a decode step written with fewer dispatches (models/layers/rope.py,
-llama.py) compute exactly what their plain expressions compute: rotate-half as one gather and a
-product by signs, tables given with or without the heads axis, bitwise against the textbook
+llama.py) compute exactly what their plain expressions compute: rotate-half as a roll by half a head
+and a product by signs, tables given with or without the heads axis, bitwise against the textbook
 formula in float32 and bf16; and a Llama's forward with the heads axis added once a step is the
 same, bit for bit, as one that rotates with the plain expression in every layer."""
 
@@ -32,6 +32,8 @@ def test_rotary_is_bitwise_the_reference_with_or_without_the_heads_axis(
     assert torch.equal(apply_rotary(x, cos, sin), want)
     assert torch.equal(apply_rotary(x, cos.unsqueeze(-2), sin.unsqueeze(-2)), want)  # heads axis given
     assert torch.equal(apply_rotary(x[..., :1, :], cos, sin), want[..., :1, :])  # one head
+    wide = torch.randn(*lead, 5, head_dim).to(dtype)[..., 1:4, :]  # heads sliced out of a fused product
+    assert torch.equal(apply_rotary(wide, cos, sin), reference_rotary(wide, cos, sin))
 
 
 def test_a_llama_forward_is_bitwise_the_one_rotating_with_the_plain_expression(
