@@ -100,7 +100,8 @@ class KVComponent(Component):
         kv = self.kv
         chunkable = entry in self.chunked_entries
         read_only = entry in self.read_only_entries
-        keys = [(c.request, self.label_of(c)) for c in calls]
+        default = self.default_label()
+        keys = [(c.request, c.label or default) for c in calls]  # label_of, without a call a row
         seqs, ps = kv.seqs, kv.page_size
         limit, room = kv.geometry.max_positions, kv.pages.num_pages * ps
         out: list[Demand] = []
