@@ -71,9 +71,11 @@ class KVSeq:
         self.tokens, self.data = tokens, data
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Write:
-    """One call's input for one step."""
+    """One call's input for one step. Not frozen: one is made per row per step, and a frozen
+    dataclass's __init__ (object.__setattr__ a field) was 3% of a batch-32 decode round outside the
+    forward; nothing changes a Write once made (a budget is a new one, `dataclasses.replace`)."""
 
     request: int
     label: str
