@@ -335,7 +335,8 @@ class KVCacheEngine:
 
     def counters(self) -> dict[str, int]:
         swapped = sum(1 for s in self.seqs.values() if s.swapped is not None)
-        return {**self.pages.counters(), **self.events, "kv_swapped_labels": swapped, **self.planner.counters()}
+        mirror = {} if self.mirror is None else {**self.mirror.events, "mirror_bytes": self.mirror.nbytes()}
+        return {**self.pages.counters(), **self.events, "kv_swapped_labels": swapped, **self.planner.counters(), **mirror}
 
     # ---- internals ---------------------------------------------------------------------------
 
