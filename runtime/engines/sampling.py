@@ -95,6 +95,8 @@ def sample(logits: torch.Tensor, params: Sequence[SamplingParams], histories: Se
     if not len(params) == len(histories) == len(steps) == batch:
         raise ValueError(f"{batch} rows but {len(params)} params, {len(histories)} histories, {len(steps)} steps")
     device = logits.device
+    if batch == 1 and device.type == "cpu" and not params[0].greedy and not 0 < params[0].top_k < vocab:
+        return _sample_row(logits.float(), params[0], histories[0], steps[0], generator)
     scores = _penalize(logits.float(), params, histories)  # [B, V] float32, a new tensor
     greedy = [p.greedy for p in params]
     if all(greedy):
@@ -115,6 +117,47 @@ def sample(logits: torch.Tensor, params: Sequence[SamplingParams], histories: Se
             drawn[i] = token
     tokens = torch.tensor(drawn, device=device)
     return tokens if best is None else torch.where(torch.tensor(greedy, device=device), best, tokens)
+
+
+def _sample_row(logits: torch.Tensor, p: SamplingParams, history: Sequence[int], step: int,
+                generator: torch.Generator | None) -> torch.Tensor:
+    """`sample` of one sampled CPU row without top-k (Orpheus at one stream), the same floats in
+    fewer kernels: after a forward, each kernel the step has not used costs several microseconds
+    more than when warm, which made the batched path's ~30 kernels 0.2-0.3 ms of a ~2 ms token.
+    The exact parts run in numpy on the row (the penalty, the temperature, the inverse-CDF search:
+    float32 and float64 operations IEEE rounds alike), the rest are the batched path's own kernels
+    on the same shapes (softmax, the float64 cumulative sum, the mass above each candidate), so a
+    row draws the same token alone as in any batch."""
+    row = logits[0].numpy().copy()  # [V] float32
+    if p.repetition_penalty != 1.0 and len(history):
+        ids = np.fromiter(history, dtype=np.int64, count=len(history))
+        seen = row[ids]
+        factor = np.float32(p.repetition_penalty)
+        row[ids] = np.where(seen > 0, seen / factor, seen * factor)
+    row /= np.float32(p.temperature)
+    scores = torch.from_numpy(row)[None]  # [1, V]
+    probs = scores.softmax(-1)  # [1, V]
+    cdf = probs.double().cumsum(-1)[0].numpy()  # [V] float64
+    chances_of = probs[0].numpy()
+    vocab, total = row.shape[0], float(cdf[-1])
+    key = row_key(_seed_of(p, generator), step)
+    top_p = float(np.float32(p.top_p))  # as the batched path compares: the bound in float32
+    floor = np.float32(p.min_p) * chances_of.max() if p.min_p > 0 else None
+    per_pass = 2 if vocab <= _SMALL_PASS else 1
+    for first in range(0, _ATTEMPTS, per_pass):
+        attempts = range(first, min(first + per_pass, _ATTEMPTS))
+        candidates = np.minimum(np.searchsorted(cdf, [row_uniform(key, j) * total for j in attempts], side="right"),
+                                vocab - 1)  # [C]
+        chances = chances_of[candidates]  # [C] float32
+        accept = [True] * len(candidates) if floor is None else (chances >= floor).tolist()
+        if p.top_p < 1:
+            c = torch.from_numpy(chances)[None]  # [1, C]
+            above = (probs[:, None, :] * (probs[:, None, :] > c[:, :, None])).sum(-1)[0].tolist()  # [C]
+            accept = [a and m < top_p for a, m in zip(accept, above)]
+        if True in accept:
+            return torch.tensor([int(candidates[accept.index(True)])])
+    draw = torch.tensor([row_uniform(key, _ATTEMPTS)], dtype=torch.float64)
+    return _draw_ranked(scores, torch.tensor([p.top_p]), torch.tensor([p.min_p]), draw)
 
 
 def _mask_top_k(scores: torch.Tensor, params: Sequence[SamplingParams]) -> torch.Tensor:

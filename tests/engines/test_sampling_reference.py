@@ -120,3 +120,21 @@ def test_row_uniform_is_the_column_of_uniforms() -> None:
     for b, (seed, step) in enumerate(zip(seeds, steps)):
         key = row_key(seed, step)
         assert [row_uniform(key, j) for j in range(20)] == block[b].tolist()
+
+
+def test_a_row_alone_draws_what_it_draws_in_a_batch() -> None:
+    """One CPU row without top-k takes its own path (`_sample_row`: numpy for the exact parts);
+    it must draw, over random rows and steps, the token the batched path gives that row beside
+    two others, and the one-row reference's."""
+    rng = random.Random(3)
+    for trial in range(200):
+        vocab = rng.choice([6, 300, 4365])
+        logits = torch.randn(3, vocab, generator=torch.Generator().manual_seed(trial)) * rng.choice([0.3, 2.0, 6.0])
+        params = [SamplingParams(temperature=rng.choice([0.6, 1.0, 1.7]), top_p=rng.choice([1.0, 0.8, 0.3]),
+                                 min_p=rng.choice([0.0, 0.0, 0.1]), repetition_penalty=rng.choice([1.0, 1.3, 0.7]),
+                                 seed=rng.randrange(2**63)) for _ in range(3)]
+        histories = [[rng.randrange(vocab) for _ in range(rng.randrange(0, 40))] for _ in range(3)]
+        steps = [rng.randrange(5000) for _ in range(3)]
+        batched = sample(logits, params, histories, steps).tolist()
+        alone = int(sample(logits[:1], params[:1], histories[:1], steps[:1])[0])
+        assert alone == batched[0] == _reference(logits[0], params[0], histories[0], steps[0]), (trial, params[0])
