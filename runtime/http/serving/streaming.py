@@ -168,11 +168,12 @@ def stream_response(body: AsyncIterator[bytes], lease: Lease, metrics: Metrics, 
 
     async def frames() -> AsyncIterator[bytes]:
         last = None
+        interval = metrics.chunk_interval.labels(route)  # looked up once a stream, not once a chunk
         try:
             async for chunk in body:
                 now = time.monotonic()
                 if last is not None:
-                    metrics.chunk_interval.labels(route).observe(now - last)
+                    interval.observe(now - last)
                 last = now
                 yield chunk
         except Exception as err:  # the response has begun: end it in its own format
