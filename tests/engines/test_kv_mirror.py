@@ -11,7 +11,7 @@ import torch
 from wgc.runtime.engines.attention import KVStep
 from wgc.runtime.engines.kv_decode import SplitStep
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Write
-from wgc.runtime.engines.kv_mirror import MirrorStep
+from wgc.runtime.engines.kv_mirror import DecodeMirror, MirrorStep
 from wgc.runtime.engines.kv_pages import Appended, PageAllocator
 
 G = Geometry(layers=2, heads=4, kv_heads=2, head_dim=8, max_positions=256)
@@ -27,7 +27,7 @@ class Twins:
         self.seed = 0
 
     @property
-    def mirror(self):  # type: ignore[no-untyped-def]
+    def mirror(self) -> DecodeMirror:
         assert self.on.mirror is not None
         return self.on.mirror
 
