@@ -22,7 +22,9 @@ reproducible. Greedy rows take no part in the draw.
 
 The fixed cost a step is what matters at a batch of one (Orpheus at one stream: 0.42 ms a step
 before, 0.08 ms now, V = 4,365): a row's uniform is computed only for the attempts it takes, in
-Python integers; the penalty is one gather and one put through a flat index built in numpy.
+Python integers; the penalty is one gather and one put through a flat index built in numpy. A
+single sampled CPU row without top-k goes through `_sample_row`, the same floats in fewer kernels
+(each is colder right after a forward than a repeated call shows).
 """
 
 from __future__ import annotations
