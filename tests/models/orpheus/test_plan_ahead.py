@@ -120,8 +120,12 @@ def check_against_synchronous_twin(on: LanguageModel, off: LanguageModel) -> Non
 def twins(**kwargs: Any) -> tuple[LanguageModel, LanguageModel]:
     spec = llm_spec(page_size=4, kv_memory=4 << 20)  # 4-token pages: every row crosses a page every 4 steps
     # Planning ahead is off by default on CPU (no overlap to gain); the logic is the same, so turn it on.
-    return LanguageModel(spec, 0, "cpu", preset="tiny", plan_ahead=True, **kwargs), LanguageModel(
-        spec, 0, "cpu", preset="tiny", plan_ahead=False, **kwargs)
+    # The twin plans every step only without the CPU decode step's K/V mirror, which skips planning.
+    on = LanguageModel(spec, 0, "cpu", preset="tiny", plan_ahead=True, **kwargs)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WGC_CPU_KV_MIRROR", "0")
+        off = LanguageModel(spec, 0, "cpu", preset="tiny", plan_ahead=False, **kwargs)
+    return on, off
 
 
 def test_planning_ahead_is_on_by_default_on_cuda_only() -> None:
