@@ -139,7 +139,7 @@ def _sample_row(logits: torch.Tensor, p: SamplingParams, history: Sequence[int],
     row /= np.float32(p.temperature)
     scores = torch.from_numpy(row)[None]  # [1, V]
     probs = scores.softmax(-1)  # [1, V]
-    cdf = probs.double().cumsum(-1)[0].numpy()  # [V] float64
+    cdf = probs.cumsum(-1, dtype=torch.float64)[0].numpy()  # [V] float64
     chances_of = probs[0].numpy()
     vocab, total = row.shape[0], float(cdf[-1])
     key = row_key(_seed_of(p, generator), step)
@@ -184,7 +184,7 @@ def _draw_by_rejection(probs: torch.Tensor, keys: Sequence[tuple[int, int]], par
     vocab = probs.shape[-1]
     device = probs.device
     drawn = [-1] * len(keys)
-    cdf = probs.double().cumsum(-1)  # [B, V]; float64 so that tiny probabilities keep their width
+    cdf = probs.cumsum(-1, dtype=torch.float64)  # [B, V]; float64 so that tiny probabilities keep their width
     first = 0
     while rows and first < _ATTEMPTS:
         per_pass = _ATTEMPTS_PER_PASS.get(device.type, 1)
