@@ -130,7 +130,7 @@ def _sample_row(logits: torch.Tensor, p: SamplingParams, history: Sequence[int],
     float32 and float64 operations IEEE rounds alike), the rest are the batched path's own kernels
     on the same shapes (softmax, the float64 cumulative sum, the mass above each candidate), so a
     row draws the same token alone as in any batch."""
-    row = logits[0].numpy().copy()  # [V] float32
+    row = logits[0].detach().numpy().copy()  # [V] float32 (a caller's forward may have kept autograd on)
     if p.repetition_penalty != 1.0 and len(history):
         ids = np.fromiter(history, dtype=np.int64, count=len(history))
         seen = row[ids]
