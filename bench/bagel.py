@@ -42,13 +42,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-
 import bagel_layouts as lay  # noqa: E402
 from wgc.models.bagel import LanguageModel  # noqa: E402
 from wgc.models.bagel.config import IM_END, IM_START  # noqa: E402
 from wgc.models.bagel.vocab import encode_prompt  # noqa: E402
 from wgc.runtime.api import DoneEvent, Runtime  # noqa: E402
 
+from bench.plotting import pyplot  # noqa: E402
 from wgc.compile import compile_program  # noqa: E402
 from wgc.plan.model import Plan  # noqa: E402
 
@@ -358,13 +358,8 @@ def table_decoding(rows: list[Row], s: Sizes) -> list[str]:
 
 
 def plot(results: Row, out: Path = ROOT / "bench" / "out") -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return None
     fig, axes = plt.subplots(1, 4, figsize=(18, 4))
     b, e = results["branches"], results["eq5"]

@@ -16,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.plotting import pyplot  # noqa: E402
 from tests.lower.golden_pairs import PAIRS, paths  # noqa: E402
 from wgc.check import check_source  # noqa: E402
 from wgc.compile import compile_program  # noqa: E402
@@ -55,13 +56,8 @@ def main(runs: int = 15) -> list[tuple[str, str, float, float, int, int]]:
 
 
 def _plot(rows: list[tuple[str, str, float, float, int, int]]) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot (pip install -e '.[bench]')")
+    plt = pyplot()
+    if plt is None:
         return
     labels = [f"{m}\n{p}" for m, p, *_ in rows]
     fig, ax = plt.subplots(figsize=(12, 4))

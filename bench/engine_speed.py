@@ -36,6 +36,8 @@ from wgc.runtime.engines.cpu_linear import pack_linears  # noqa: E402
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Write  # noqa: E402
 from wgc.runtime.engines.sampling import SamplingParams, sample  # noqa: E402
 
+from bench.plotting import pyplot  # noqa: E402
+
 PAGE_SIZE = 16
 GREEDY = SamplingParams(temperature=0.0)
 
@@ -149,13 +151,8 @@ def table(results: list[dict], prompt: int, steps: int) -> str:
 
 
 def plot(results: list[dict], path: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, shape in zip(axes, sorted({r["shape"] for r in results}, key=lambda s: float(s[:-1]))):

@@ -26,6 +26,8 @@ from wgc.models.layers import LlamaConfig, LlamaModel  # noqa: E402
 from wgc.runtime.engines.attention import AttentionBatch, KVStep, KVStorage, TorchAttention  # noqa: E402
 from wgc.runtime.engines.kv_pages import Appended, PageAllocator  # noqa: E402
 
+from bench.plotting import pyplot  # noqa: E402
+
 PAGE_SIZE = 16
 
 
@@ -106,13 +108,8 @@ def main() -> list[dict[str, float]]:
 
 
 def _plot(rows: list[dict[str, float]], prompt_len: int, steps: int) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
     xs = range(len(rows))

@@ -33,6 +33,7 @@ from wgc.runtime.engines.cpu_linear import pack_linears  # noqa: E402
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Write  # noqa: E402
 
 from bench.peer.checkpoints import SHAPES  # noqa: E402
+from bench.plotting import pyplot  # noqa: E402
 
 LAYERS, HEADS, KV_HEADS, DIM, PAGE = 8, 8, 4, 64, 16
 
@@ -172,13 +173,8 @@ def print_layouts(repeats: int) -> None:
 
 
 def plot(cells: list[tuple[str, int, dict[str, float]]], prompt: int) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = [f"{s} b{b}" for s, b, _ in cells]

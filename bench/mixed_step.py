@@ -30,6 +30,7 @@ from wgc.models.llama import ChatModel  # noqa: E402
 from wgc.runtime.components.base import Call  # noqa: E402
 
 from bench.peer.checkpoints import write_llama  # noqa: E402
+from bench.plotting import pyplot  # noqa: E402
 from wgc.plan.model import ComponentSpec  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
@@ -104,13 +105,8 @@ def main() -> None:
 
 
 def _plot(results: list[tuple[str, dict[str, Any]]]) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(9, 4))
     xs = range(len(results))

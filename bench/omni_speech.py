@@ -45,11 +45,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-
 import omni_reference as ref  # noqa: E402
 from wgc.models.qwen3_omni.code2wav_config import SAMPLE_RATE  # noqa: E402
 from wgc.runtime.api import DoneEvent, OutputEvent, Runtime  # noqa: E402
 
+from bench.plotting import pyplot  # noqa: E402
 from wgc.compile import compile_program  # noqa: E402
 from wgc.plan.model import Plan  # noqa: E402
 
@@ -303,13 +303,8 @@ def check_line(ch: Row) -> str:
 
 
 def plot(res: Row, s: Sizes, out: Path = ROOT / "bench" / "out") -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return None
     runs = res["runs"]
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))

@@ -28,6 +28,7 @@ from bench.peer.checkpoints import SHAPES, write_llama  # noqa: E402
 from bench.peer.engine import NEW, prompts  # noqa: E402
 from bench.peer.step_profile import grouped, profile_vllm, profile_wgc, top  # noqa: E402
 from bench.peer.vllm_client import vllm_version  # noqa: E402
+from bench.plotting import pyplot  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 
@@ -53,13 +54,8 @@ def table(wgc: dict, vllm: dict, title: str) -> str:
 
 
 def plot(wgc: dict, vllm: dict, path: Path, title: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     ours, theirs = grouped(wgc["ops"], wgc["steps"]), grouped(vllm["ops"], vllm["steps"])
     groups = sorted(set(ours) | set(theirs), key=lambda g: -ours.get(g, (0, 0))[0])

@@ -51,6 +51,7 @@ from wgc.runtime.components.base import Call, Component, load_class  # noqa: E40
 from wgc.runtime.coordinator.request import RequestSpec  # noqa: E402
 from wgc.runtime.process.local import LocalCluster  # noqa: E402
 
+from bench.plotting import pyplot  # noqa: E402
 from tests.models.pi05.helpers import chunk, components, images, load_lerobot, pixels  # noqa: E402
 from tests.models.pi05.reference import lerobot_state_dict, reference  # noqa: E402
 from wgc.compile import compile_program  # noqa: E402
@@ -252,13 +253,8 @@ def tables(chunks: list[Row], diff: float, routes: list[Row], rounds: int, calls
 
 
 def plot(chunks: list[Row], routes: list[Row], out: Path = OUT) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))
     axes[0].barh([r["side"] for r in chunks], [1000 * r["median_s"] for r in chunks],

@@ -42,13 +42,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-
 from http_overhead import Connection, encode_request  # noqa: E402
 from wgc.models.vjepa2_ac import ActionConditionedPredictor  # noqa: E402
 from wgc.models.vjepa2_ac.blocks import normalize_reps  # noqa: E402
 from wgc.models.vjepa2_ac.config import ACConfig  # noqa: E402
 from wgc.runtime.components.base import Call  # noqa: E402
 
+from bench.plotting import pyplot  # noqa: E402
 from wgc.compile import compile_program  # noqa: E402
 from wgc.plan.model import ComponentSpec  # noqa: E402
 
@@ -231,13 +231,8 @@ def table_overhead(rows: list[Row], horizon: int) -> list[str]:
 
 
 def plot(rollout: list[Row], mpc: list[Row], out: Path = ROOT / "bench" / "out") -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return None
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for name, grid in SHAPES.items():

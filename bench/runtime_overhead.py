@@ -25,6 +25,7 @@ from wgc.runtime.components.base import Call, Component  # noqa: E402
 from wgc.runtime.coordinator.request import RequestSpec  # noqa: E402
 from wgc.runtime.process.local import LocalCluster  # noqa: E402
 
+from bench.plotting import pyplot  # noqa: E402
 from tests.runtime.cluster import compile_text, cpu_placement  # noqa: E402
 from wgc.plan.model import ComponentSpec  # noqa: E402
 
@@ -116,13 +117,8 @@ def main() -> list[tuple[str, float, float]]:
 
 
 def _plot(rows: list[tuple[str, float, float]]) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(9, 4))
     xs = range(len(rows))

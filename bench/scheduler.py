@@ -44,6 +44,7 @@ from wgc.models.orpheus.vocab import encode_prompt, tiny_tokenizer  # noqa: E402
 from wgc.runtime.coordinator.request import RequestSpec  # noqa: E402
 from wgc.runtime.process.local import LocalCluster  # noqa: E402
 
+from bench.plotting import pyplot  # noqa: E402
 from tests.models.orpheus.scheduling import PAGE, cluster, lm_of, speech  # noqa: E402
 
 VOICES = ["tara", "leo", "zoe", "mia"]
@@ -248,13 +249,8 @@ def table_caching(r: dict[str, Any], s: Sizes) -> list[str]:
 
 
 def plot(results: dict[str, dict[str, Any]], s: Sizes, out: Path = ROOT / "bench" / "out") -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return None
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     panels = (("mixed", [("gap_p50", "gap p50"), ("gap_p99", "gap p99")], 1000.0,

@@ -58,6 +58,7 @@ from wgc.runtime.coordinator.request import RequestSpec  # noqa: E402
 from wgc.runtime.process.local import COORDINATOR, LocalCluster  # noqa: E402
 from wgc.runtime.protocol.messages import Message, Output  # noqa: E402
 
+from bench.plotting import pyplot  # noqa: E402
 from wgc.compile import compile_program  # noqa: E402
 from wgc.plan.model import Plan  # noqa: E402
 
@@ -286,13 +287,8 @@ def markdown(rows: list[dict], max_tokens: int) -> str:
 
 
 def plot(rows: list[dict]) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return None
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     xs = range(len(rows))

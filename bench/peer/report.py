@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench.plotting import pyplot
+
 ENGINE_GOAL, SERVING_GOAL, ORPHEUS_GOAL = 1.2, 1.2, 1.5
 
 
@@ -57,13 +59,8 @@ def orpheus_table(rows: list[dict[str, Any]]) -> str:
 
 
 def plot(results: dict[str, list[dict[str, Any]]], path: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     panels = [k for k in ("engine", "serving", "orpheus") if results.get(k)]
     if not panels:
