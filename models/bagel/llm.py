@@ -269,7 +269,8 @@ class LanguageModel(TinyPreset, KVComponent):
         prepared, hidden = self._step(writes, "causal", True, lambda p: (
             self._embed([t for i in range(len(p.items)) for t in p.chunk(i)]), None))
         last = torch.tensor(prepared.lengths, device=hidden.device).cumsum(0) - 1  # [B]
-        return self.language_model.logits(hidden.index_select(0, last)).float()  # [B, vocab]
+        with torch.no_grad():  # the head outside `_step`'s no_grad would record a graph every token
+            return self.language_model.logits(hidden.index_select(0, last)).float()  # [B, vocab]
 
     def request_seed(self, request: int, label: str = "") -> int:
         """A request's seed from its id (and label), mixed with the component's base seed if given."""

@@ -7,6 +7,7 @@ import pytest
 import torch
 from wgc.models.bagel.config import IM_START
 from wgc.runtime.components.base import PARTIAL, CallError
+from wgc.runtime.engines.kv_types import Write
 
 from tests.models.bagel.helpers import LABELS, call, tiny_llm
 
@@ -131,3 +132,10 @@ def test_sampling_is_per_request_whatever_the_batch() -> None:
         batched.append(prev_b[0])
     assert alone == batched
     assert all(t < 256 or t in (151644, 151645, 151652, 151653) for t in alone)  # Qwen ids out
+
+
+def test_text_logits_keep_no_autograd_graph() -> None:
+    m = tiny_llm(seed=27)
+    m.prefill_text([call(1, "main", "tell")])
+    logits = m.text_logits([Write(1, "main", [m.map.to_model(IM_START)], 1)])
+    assert logits.grad_fn is None and not logits.requires_grad  # the LM head ran without recording a graph
