@@ -21,7 +21,9 @@ and generated tokens, temperature, top-p, and a draw keyed by (seed, step), the 
 request id (and label) unless the component was given a base seed; a request draws the same tokens
 whatever it is batched with. KV state is the shared engine's (runtime/engines/kv_engine.py through
 KVComponent); this class keeps one value of its own per sequence: `generated`, the tokens sampled so
-far. CUDA graphs (`graph_entries`) and planning ahead come with the engine (see those modules).
+far. A penalised sequence's distinct seen tokens are a `SeenTokens` beside it (not in the sequence's
+plain data): it follows the engine's token list, one append a step, instead of `sample` converting
+the whole history every step. CUDA graphs (`graph_entries`) and planning ahead come with the engine (see those modules).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from wgc.runtime.engines.kv_component import KVComponent, in_waves
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, KVSeq, Prepared, Write
 from wgc.runtime.engines.kv_pages import PageAllocator
 from wgc.runtime.engines.plan_ahead import PlanAhead
-from wgc.runtime.engines.sampling import SamplingParams, sample
+from wgc.runtime.engines.sampling import History, SamplingParams, SeenTokens, sample
 
 DEFAULT_PAGE_SIZE = 16
 
@@ -89,6 +91,10 @@ class PagedLlama(KVComponent):
         # each sequence's SamplingParams and the arguments they were made from: a decode step asks for every
         # row's, and building and checking one per row per step was 5% of a batch-32 step of a small model
         self._sampling: dict[tuple[int, str], tuple[tuple[Any, ...], SamplingParams]] = {}
+        # each penalised sequence's distinct seen tokens. It needs no hook into the engine's changes:
+        # restore/fork/import give the sequence another token list (read again whole), an aborted step
+        # cuts in place only what it appended after the last sample, preemption keeps the list
+        self._seen: dict[tuple[int, str], SeenTokens] = {}
         self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
         self.where = f"{self.kv.pages.num_pages} KV pages of {self.page_size} tokens on {self.device}"
 
@@ -269,7 +275,7 @@ class PagedLlama(KVComponent):
         done: list[int] = []
         seqs: list[KVSeq] = []
         params: list[SamplingParams] = []
-        histories: list[list[int]] = []
+        histories: list[History] = []
         generated: list[int] = []
         for i, (request, label, _, args, _) in enumerate(rows):
             seq = kv_seqs.get((request, label))
@@ -277,8 +283,9 @@ class PagedLlama(KVComponent):
                 continue
             done.append(i)
             seqs.append(seq)
-            params.append(self._params(request, label, *args))
-            histories.append(seq.tokens or [])
+            p = self._params(request, label, *args)
+            params.append(p)
+            histories.append(self._history(request, label, seq.tokens, p))
             generated.append(int(seq.data.get("generated", 0)))
         if not done:
             return out
@@ -288,6 +295,16 @@ class PagedLlama(KVComponent):
             seq.data["generated"] = count + 1
         self.stats["tokens_out"] += len(done)
         return out
+
+    def _history(self, request: int, label: str, tokens: list[int] | None, p: SamplingParams) -> History:
+        """What `sample` penalises for the sequence: its `SeenTokens` synced to `tokens` (nothing
+        without a penalty, or once the cache holds other content than tokens)."""
+        if p.repetition_penalty == 1.0 or not tokens:
+            return []
+        seen = self._seen.get((request, label))
+        if seen is None:
+            seen = self._seen[(request, label)] = SeenTokens()
+        return seen.sync(tokens)
 
     def _params(self, request: int, label: str, *args: Any) -> SamplingParams:
         """The sequence's SamplingParams for these sampling arguments: made again only when they changed
@@ -315,7 +332,7 @@ class PagedLlama(KVComponent):
 
     def release(self, request: int) -> None:
         self.kv.release(request)
-        for cache in (self._prompts, self._sampling):
+        for cache in (self._prompts, self._sampling, self._seen):
             for key in [k for k in cache if k[0] == request]:
                 del cache[key]
 
