@@ -26,7 +26,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from wgc.runtime.engines.sampling import SamplingParams, SeenTokens, sample  # noqa: E402
+from wgc.runtime.engines.sampling import SamplingParams, sample  # noqa: E402
+from wgc.runtime.engines.seen_tokens import SeenTokens  # noqa: E402
 
 from bench.plotting import pyplot  # noqa: E402
 

@@ -41,7 +41,8 @@ from wgc.runtime.engines.kv_component import KVComponent, in_waves
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, KVSeq, Prepared, Write
 from wgc.runtime.engines.kv_pages import PageAllocator
 from wgc.runtime.engines.plan_ahead import PlanAhead
-from wgc.runtime.engines.sampling import History, SamplingParams, SeenTokens, sample
+from wgc.runtime.engines.sampling import SamplingParams, sample
+from wgc.runtime.engines.seen_tokens import History, SeenTokens
 
 DEFAULT_PAGE_SIZE = 16
 

@@ -13,7 +13,8 @@ import pytest
 import torch
 from wgc.models.orpheus import LanguageModel
 from wgc.runtime.components.base import Call
-from wgc.runtime.engines.sampling import SamplingParams, SeenTokens, sample
+from wgc.runtime.engines.sampling import SamplingParams, sample
+from wgc.runtime.engines.seen_tokens import SeenTokens
 
 from tests.models.orpheus.helpers import llm_spec
 
