@@ -15,6 +15,7 @@ from wgc.runtime.coordinator.request import RequestSpec
 from wgc.runtime.process.local import LocalCluster
 
 from tests.models.llama.helpers import llama_plan
+from tests.runtime.cluster import outputs_by_request
 from wgc.plan.file import load_plan
 
 
@@ -34,13 +35,7 @@ def replies(plan: Path, mirror: bool, waves: list[tuple[float, tuple[int, ...]]]
             ids.append(cluster.submit(RequestSpec(params={"max_tokens": 12, "temperature": temperature},
                                                   inputs={"prompt": p})))
         cluster.pump(limit=25)
-    cluster.pump()
-    out: dict[int, list[Any]] = {i: [] for i in ids}
-    for e in cluster.take_events():
-        assert e.kind != "error", e.error
-        if e.kind == "output" and e.output is not None:
-            out[e.request].append(e.output.value)
-    return out, cluster.executors[0].components["lm"].kv.counters()
+    return outputs_by_request(cluster, ids), cluster.executors[0].components["lm"].kv.counters()
 
 
 def test_replies_are_the_same_with_the_mirror_on_and_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

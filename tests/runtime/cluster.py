@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from wgc.runtime.components.base import Component, load_class
 from wgc.runtime.process.local import LocalCluster
@@ -66,3 +67,14 @@ class ToyCluster(LocalCluster):
             if bad:
                 out[ex.rank] = bad
         return out
+
+
+def outputs_by_request(cluster: LocalCluster, ids: list[int]) -> dict[int, list[Any]]:
+    """Run the cluster dry; every request's output values in order (no request may fail)."""
+    cluster.pump()
+    out: dict[int, list[Any]] = {i: [] for i in ids}
+    for e in cluster.take_events():
+        assert e.kind != "error", e.error
+        if e.kind == "output" and e.output is not None:
+            out[e.request].append(e.output.value)
+    return out

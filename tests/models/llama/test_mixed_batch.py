@@ -18,6 +18,7 @@ from wgc.runtime.coordinator.request import RequestSpec
 from wgc.runtime.process.local import LocalCluster
 
 from tests.models.llama.helpers import llama_plan, lm_spec
+from tests.runtime.cluster import outputs_by_request
 from wgc.plan.file import load_plan
 
 SAMPLED = (0.8, 0.9)  # temperature, top_p
@@ -73,7 +74,7 @@ def _replies(plan: Path, mixed: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[
             spec = RequestSpec(params={"max_tokens": 12, "temperature": temperature}, inputs={"prompt": p})
             ids.append(cluster.submit(spec))
         cluster.pump(limit=25)
-    out = _outputs_by_request(cluster, ids)
+    out = outputs_by_request(cluster, ids)
     ex = cluster.executors[0]
     return out, {"mixed_calls": ex.batcher.stats["mixed_calls"], "forwards": ex.components["lm"].stats["forwards"]}
 
@@ -109,7 +110,7 @@ def _tight_replies(plan: Path, mixed: bool, budget: int, monkeypatch: pytest.Mon
             spec = RequestSpec(params={"max_tokens": 10, "temperature": temperature}, inputs={"prompt": p})
             ids.append(cluster.submit(spec))
         cluster.pump(limit=40)
-    out = _outputs_by_request(cluster, ids)
+    out = outputs_by_request(cluster, ids)
     ex = cluster.executors[0]
     return out, {**ex.batcher.stats, "pages": ex.components["lm"].kv.pages.num_pages}
 
@@ -139,14 +140,3 @@ def test_prefill_and_decode_mix_on_cpu_only_and_not_around_a_subclass_override()
             return super().decode(calls)
 
     assert Logged(lm_spec(page_size=4), 0, "cpu", preset="tiny").mixed_entries == frozenset()
-
-
-def _outputs_by_request(cluster: LocalCluster, ids: list[int]) -> dict[int, list[Any]]:
-    """Run the cluster dry; every request's output values in order (no request may fail)."""
-    cluster.pump()
-    out: dict[int, list[Any]] = {i: [] for i in ids}
-    for e in cluster.take_events():
-        assert e.kind != "error", e.error
-        if e.kind == "output" and e.output is not None:
-            out[e.request].append(e.output.value)
-    return out
