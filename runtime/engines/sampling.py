@@ -87,8 +87,6 @@ class SamplingParams:
         return self.temperature == 0
 
 
-
-
 def _seen_ids(history: History) -> np.ndarray:
     """A row's penalised ids [N] int64: the state's distinct ids, or the plain history converted."""
     if isinstance(history, SeenTokens):
