@@ -29,10 +29,11 @@ def engine_rows(name: str, directory: Path, plan: Path, python: str, out: Path, 
         warm = prompts(2, vocab, 99)
         wgc.generate(warm, 8), vllm.ask(op="generate", prompts=warm, max_tokens=8)
         for batch in batches:
-            batch_prompts = prompts(batch, vocab, batch)
             best = {"wgc": 0.0, "vllm": 0.0}
             same = True
-            for _ in range(repeats):
+            for round_ in range(repeats):
+                # prompts new to both engines' prefix caches each round (a repeat would skip its prefill)
+                batch_prompts = prompts(batch, vocab, 1000 * batch + round_)
                 ours = wgc.generate(batch_prompts, NEW)
                 theirs = vllm.ask(op="generate", prompts=batch_prompts, max_tokens=NEW)
                 same = same and ours["tokens"] == theirs["tokens"]

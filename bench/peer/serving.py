@@ -62,9 +62,10 @@ def serving_rows(name: str, directory: Path, plan: Path, python: str, out: Path,
         for c in levels:
             count = max(8, c * requests_per_stream)
             best: dict[str, dict[str, float]] = {}
-            for _ in range(rounds):
-                a = drive("chat", wgc.url, bodies("llama", count, c, False), c).summary()
-                b = drive("chat", vllm.url, bodies("llama", count, c, True), c).summary()
+            for round_ in range(rounds):
+                seed = 1000 * c + round_  # prompts new to both servers' prefix caches each round, the same for both
+                a = drive("chat", wgc.url, bodies("llama", count, seed, False), c).summary()
+                b = drive("chat", vllm.url, bodies("llama", count, seed, True), c).summary()
                 for key, summary in (("wgc", a), ("vllm", b)):
                     if key not in best or summary["req_s"] > best[key]["req_s"]:
                         best[key] = summary
