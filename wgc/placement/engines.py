@@ -9,6 +9,7 @@ keys of one table is reported once, for that table; across tables, once per comp
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from wgc.lang.span import Span
@@ -18,7 +19,7 @@ from wgc.placement.spec import EngineTable, default
 from wgc.placement.tables import DEFAULT_MAX_BATCH, DEFAULT_TOKEN_BUDGET
 from wgc.placement.units import fmt_bytes
 
-KV_ONLY: tuple[str, ...] = ("kv_memory_fraction", "kv_memory", "page_size", "token_budget", "prefix_caching")
+KV_ONLY: tuple[str, ...] = tuple(f.name for f in fields(EngineTable) if f.metadata.get("kv_only"))
 SIZING: tuple[str, ...] = ("kv_memory_fraction", "kv_memory")
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from wgc.diag.diagnostic import Diagnostic
 from wgc.lang.span import Span
+from wgc.placement.tables import DEFAULT_MAX_BATCH, DEFAULT_TOKEN_BUDGET
 
 Ranks = tuple[int, ...]
 
@@ -36,14 +37,15 @@ class Cluster:
 
 @dataclass(frozen=True)
 class Engine:
-    """Engine settings of one component (its own table over `[defaults.engine]`)."""
+    """Engine settings of one component (its own table over `[defaults.engine]`); the defaults
+    are those of a component no table sets (spec.py's EngineTable reads them from here)."""
 
     kv_memory_fraction: float | None = None  # of the rank's memory (kv components)
     kv_memory: int | None = None  # absolute KV pool bytes (kv components)
     page_size: int = 16  # tokens per KV page (kv components)
     cuda_graph_buckets: tuple[int, ...] = ()  # batch sizes captured as CUDA graphs (cuda)
-    max_batch: int = 16  # most requests batched in one call
-    token_budget: int = 512  # tokens written per scheduling round (kv components; 8192 on cuda)
+    max_batch: int = DEFAULT_MAX_BATCH  # most requests batched in one call
+    token_budget: int = DEFAULT_TOKEN_BUDGET["cpu"]  # tokens per scheduling round (kv components; by device)
     prefix_caching: bool = True  # share KV pages of equal prompt prefixes (kv components)
 
 

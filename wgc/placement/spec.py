@@ -22,22 +22,10 @@ from typing import Any, TypeVar, dataclass_transform
 
 from wgc.diag.sink import did_you_mean
 from wgc.lang.span import Span
+from wgc.placement import fields as value
 from wgc.placement.document import Node
-from wgc.placement.fields import (
-    Ctx,
-    Reader,
-    boolean,
-    choice,
-    int_list,
-    integer,
-    kind_of,
-    module_list,
-    number,
-    rank_set,
-    seconds,
-    size,
-    string,
-)
+from wgc.placement.fields import Ctx, Reader, kind_of
+from wgc.placement.schema import Engine
 from wgc.placement.tables import MAX_BATCH, MAX_COUNT, MAX_RANKS, MAX_TOKEN_BUDGET
 
 Ranks = tuple[int, ...]
@@ -45,10 +33,13 @@ Entry = tuple[Any, Node]  # a `map_of` value and the node it was read from
 T = TypeVar("T", bound="Table")
 
 
-def key(reader: Reader | type[Table], *, required: bool = False, default: object = None) -> Any:
+def key(reader: Reader | type[Table], *, required: bool = False, default: object = None, kv_only: bool = False
+        ) -> Any:
     """A struct field that is a key of its table, read by `reader` (a struct: a nested table). The
-    field is None unless the file gives a valid value; `default` is what `Table.get` answers then."""
-    return field(default=None, metadata={"read": _reader(reader), "required": required, "default": default})
+    field is None unless the file gives a valid value; `default` is what `Table.get` answers then.
+    `kv_only`: an engine key that means nothing to a stateless component (`engines.py`)."""
+    return field(default=None, metadata={"read": _reader(reader), "required": required, "default": default,
+                                         "kv_only": kv_only})
 
 
 @dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(key,))
@@ -122,12 +113,12 @@ def raw(node: Node, ctx: Ctx) -> Node:
 
 def map_of(of: Reader | type[Table]) -> Reader:
     """A table keyed by program names: name → (value, node), the valid entries only."""
-    value = _reader(of)
+    entry = _reader(of)
 
     def read_map(node: Node, ctx: Ctx) -> dict[str, Entry] | None:
         if not _is_table(node, ctx):
             return None
-        entries = ((name, value(child, ctx), child) for name, child in node.children().items())
+        entries = ((name, entry(child, ctx), child) for name, child in node.children().items())
         return {name: (v, child) for name, v, child in entries if v is not None}
 
     return read_map
@@ -145,10 +136,10 @@ def array_of(struct: type[T]) -> Reader:
 
 def ranks_or(struct: type[T]) -> Reader:
     """`llm = 0` (ranks only) or `[components.llm]` with `ranks` and more."""
-    return lambda node, ctx: read(node, struct, ctx) if node.is_table else rank_set(node, ctx)
+    return lambda node, ctx: read(node, struct, ctx) if node.is_table else value.rank_set(node, ctx)
 
 
-_COUNT = integer(1, MAX_COUNT)
+_COUNT = value.integer(1, MAX_COUNT)
 
 # The values some keys allow, as the schema's own data.
 DEVICE_KINDS: tuple[str, ...] = ("cpu", "cuda")
@@ -165,76 +156,77 @@ INTER_HOST: dict[str, tuple[str, ...]] = {"nccl": ("cuda",), "gloo": ("cpu", "cu
 
 
 class EngineTable(Table):
-    """`[defaults.engine]`, `[components.X.engine]`: merged by `engines.py`."""
+    """`[defaults.engine]`, `[components.X.engine]`: merged by `engines.py` into a `schema.Engine`,
+    whose field defaults are the defaults here."""
 
-    kv_memory_fraction: float | None = key(number)
-    kv_memory: int | None = key(size)
-    page_size: int | None = key(integer(1), default=16)
-    cuda_graph_buckets: Ranks | None = key(int_list(1, MAX_BATCH), default=())
-    max_batch: int | None = key(integer(1, MAX_BATCH))  # default: the largest bucket, else DEFAULT_MAX_BATCH
-    token_budget: int | None = key(integer(1, MAX_TOKEN_BUDGET))  # default: DEFAULT_TOKEN_BUDGET, at least max_batch
-    prefix_caching: bool | None = key(boolean, default=True)
+    kv_memory_fraction: float | None = key(value.number, kv_only=True)
+    kv_memory: int | None = key(value.size, kv_only=True)
+    page_size: int | None = key(value.integer(1), default=Engine.page_size, kv_only=True)
+    cuda_graph_buckets: Ranks | None = key(value.int_list(1, MAX_BATCH), default=Engine.cuda_graph_buckets)
+    max_batch: int | None = key(value.integer(1, MAX_BATCH))  # default: the largest bucket, else DEFAULT_MAX_BATCH
+    token_budget: int | None = key(value.integer(1, MAX_TOKEN_BUDGET), kv_only=True)  # by device, ≥ max_batch
+    prefix_caching: bool | None = key(value.boolean, default=Engine.prefix_caching, kv_only=True)
 
 
 class HostTable(Table):
     """`[[cluster.hosts]]`: one machine, the ranks it runs and its workers' environment."""
 
-    name: str | None = key(string, required=True)
-    address: str | None = key(string, default="127.0.0.1")
-    ranks: Ranks | None = key(rank_set, required=True)
-    env: dict[str, Entry] | None = key(map_of(string))  # NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, ...
+    name: str | None = key(value.string, required=True)
+    address: str | None = key(value.string, default="127.0.0.1")
+    ranks: Ranks | None = key(value.rank_set, required=True)
+    env: dict[str, Entry] | None = key(map_of(value.string))  # NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, ...
 
 
 class ClusterTable(Table):
-    device: str | None = key(choice(DEVICE_KINDS, "device kind"), required=True)
-    gpu: str | None = key(string)
-    memory: int | None = key(size)
-    ranks: int | None = key(integer(1, MAX_RANKS), required=True)
+    device: str | None = key(value.choice(DEVICE_KINDS, "device kind"), required=True)
+    gpu: str | None = key(value.string)
+    memory: int | None = key(value.size)
+    ranks: int | None = key(value.integer(1, MAX_RANKS), required=True)
     hosts: Node | None = key(raw)  # read as HostTable once `ranks` is known
 
 
 class DefaultsTable(Table):
-    ranks: Ranks | None = key(rank_set)
+    ranks: Ranks | None = key(value.rank_set)
     engine: EngineTable | None = key(EngineTable)
 
 
 class ComponentTable(Table):
-    ranks: Ranks | None = key(rank_set, required=True)
-    tp: int | None = key(integer(1), default=1)
-    routing: str | None = key(choice(ROUTING_POLICIES, "routing policy"))
+    ranks: Ranks | None = key(value.rank_set, required=True)
+    tp: int | None = key(value.integer(1), default=1)
+    routing: str | None = key(value.choice(ROUTING_POLICIES, "routing policy"))
     engine: EngineTable | None = key(EngineTable)
 
 
 class WalkTable(Table):
-    components: dict[str, Entry] | None = key(map_of(rank_set))
-    branches: dict[str, Entry] | None = key(map_of(rank_set))
+    components: dict[str, Entry] | None = key(map_of(value.rank_set))
+    branches: dict[str, Entry] | None = key(map_of(value.rank_set))
 
 
 class StreamTable(Table):
-    capacity: int | None = key(integer(1))
-    item_bytes: int | None = key(integer(1))
-    dims: dict[str, Entry] | None = key(map_of(integer(1)))
+    capacity: int | None = key(value.integer(1))
+    item_bytes: int | None = key(value.integer(1))
+    dims: dict[str, Entry] | None = key(map_of(value.integer(1)))
 
 
 class TransportTable(Table):
-    intra_host: str | None = key(choice(INTRA_HOST, "intra-host transport"))  # default: DEFAULT_TRANSPORT[device]
-    inter_host: str | None = key(choice(INTER_HOST, "inter-host transport"))
-    bind: str | None = key(string, default="127.0.0.1")
-    port: int | None = key(integer(1, 65535), default=29500)
+    intra_host: str | None = key(value.choice(INTRA_HOST, "intra-host transport"))  # default: DEFAULT_TRANSPORT[device]
+    inter_host: str | None = key(value.choice(INTER_HOST, "inter-host transport"))
+    bind: str | None = key(value.string, default="127.0.0.1")
+    port: int | None = key(value.integer(1, 65535), default=29500)
 
 
 class ServeTable(Table):
     """`[serve]`: the modules `wgc run` may import, and the HTTP frontend's request limits
     (runtime/http/admission/limits.py says what each bounds; `--limit NAME=VALUE` overrides it)."""
 
-    allow_modules: tuple[str, ...] | None = key(module_list, default=())
-    max_body_bytes: int | None = key(size)
-    max_media_bytes: int | None = key(size)
+    allow_modules: tuple[str, ...] | None = key(value.module_list, default=())
+    max_body_bytes: int | None = key(value.size)
+    max_media_bytes: int | None = key(value.size)
     max_parts: int | None = key(_COUNT)
     max_images: int | None = key(_COUNT)
     max_image_pixels: int | None = key(_COUNT)
     max_request_pixels: int | None = key(_COUNT)
-    max_audio_seconds: float | None = key(seconds)
+    max_audio_seconds: float | None = key(value.seconds)
     max_prompt_chars: int | None = key(_COUNT)
     max_prompt_tokens: int | None = key(_COUNT)
     max_stop: int | None = key(_COUNT)
@@ -250,7 +242,7 @@ class TopTable(Table):
     """The file. `extends` is consumed by `document.py` before this is read."""
 
     cluster: Node | None = key(raw, required=True)  # read first, as ClusterTable
-    model: str | None = key(string)
+    model: str | None = key(value.string)
     defaults: DefaultsTable | None = key(DefaultsTable)
     components: dict[str, Entry] | None = key(map_of(ranks_or(ComponentTable)))
     walks: dict[str, Entry] | None = key(map_of(WalkTable))
