@@ -1,11 +1,13 @@
 """The CPU decode step's matrix products through oneDNN over weights packed once, not MKL's sgemm.
 
 Why: profiling a decode step on CPU (torch.profiler, one thread, `bench/engine_speed.py --profile`)
-puts 82-85% of the 34M-parameter shape's time in `aten::mm`, and on this kind of host (AMD EPYC,
-AVX-512) MKL's sgemm for the few rows of a decode batch runs at 40-70 GFLOP/s. oneDNN's
-`mkldnn._linear_pointwise` over a weight reordered once into its blocked layout
-(`mkldnn._reorder_linear_weight`) does the same product 2-2.7x faster at 3..64 rows and as fast
-at one row. It is also batch-invariant: a row's result is bitwise the same at any row count (MKL's
+puts 82-85% of the 34M-parameter shape's time in `aten::mm`, and on an AVX-512 host (AMD EPYC) MKL's
+sgemm for the few rows of a decode batch runs at 40-70 GFLOP/s. oneDNN's `mkldnn._linear_pointwise`
+over a weight reordered once into its blocked layout (`mkldnn._reorder_linear_weight`) does the same
+product 2-2.7x faster there at 3..64 rows and as fast at one row; on an AVX2-only host (Zen 3) ~1.2x
+at 8 rows and 0.9-1.0x at one. It is the kernel vLLM's CPU build uses too (`_C.onednn_mm`, packed
+for 32 rows: the same brgemm kernel and weight layout, bitwise the same outputs;
+bench/peer/step_floor.py). It is also batch-invariant: a row's result is bitwise the same at any row count (MKL's
 is not at a few rows: see the padding below), which keeps a request's tokens the same whatever it is
 batched with, so one row takes it too. On small weights (the 0.7M shape's 128 x 256) oneDNN's fixed cost of about
 10 us is more than the product: those keep `F.linear`.
@@ -37,6 +39,7 @@ baseline).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -195,4 +198,42 @@ def pack_linears(model: nn.Module) -> int:
         if not isinstance(getattr(module, "packed", None), PackedWeight):
             module.packed = PackedWeight()  # type: ignore[assignment]
         count += 1
+    return count
+
+
+def warm_packed(model: nn.Module, rows: Iterable[int]) -> int:
+    """Pack now every weight `pack_linears` gave the packed forward (fused groups included), and run one
+    product of each distinct packed weight shape at each count of `rows`; how many products ran.
+
+    Why: both costs otherwise fall on the first requests. Packing is made on first use (the 34M shape's
+    ~117 MB of weights: ~0.3 s, paid by the first prompt), and oneDNN builds a kernel for each (weight
+    shape, row count) the first time it sees one (~1 ms each, shared by every weight of that shape:
+    five shapes a Llama layer stack, so ~5 ms the first time a decode batch has a new size). A kv
+    component calls it at start-up with its decode row counts (KVComponent.warm_up)."""
+    shapes: dict[tuple[Any, ...], tuple[Tensor, Tensor | None, PackedWeight]] = {}
+    parts: set[int] = set()  # a fused group's parts run only as the group: packing them would cost memory
+    for module in model.modules():
+        fused = getattr(module, "fused", None)
+        if isinstance(fused, FusedWeight):
+            group = tuple(module.fusable_parts())  # type: ignore[operator]
+            parts.update(id(p) for p in group)
+            if fused.packs:
+                weight, bias = fused.get(group)
+                shapes.setdefault((tuple(weight.shape), bias is not None), (weight, bias, fused.packed))
+                fused.packed.get(weight)
+    for module in model.modules():
+        if id(module) in parts:
+            continue
+        packed = getattr(module, "packed", None)
+        weight = getattr(module, "weight", None)
+        if isinstance(packed, PackedWeight) and isinstance(weight, Tensor) and weight.numel() >= MIN_PACKED_WEIGHT:
+            bias = getattr(module, "bias", None)
+            shapes.setdefault((tuple(weight.shape), bias is not None), (weight, bias, packed))
+            packed.get(weight)
+    count = 0
+    with torch.no_grad():
+        for weight, bias, packed in shapes.values():
+            for n in rows:
+                linear(torch.zeros(n, weight.shape[1], dtype=weight.dtype), weight, bias, packed)
+                count += 1
     return count

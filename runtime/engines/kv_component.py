@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from torch import nn
 from wgc.runtime.components.base import Call, Component
 from wgc.runtime.engines.capture_report import CaptureReport
-from wgc.runtime.engines.cpu_linear import pack_linears
+from wgc.runtime.engines.cpu_linear import pack_linears, warm_packed
 from wgc.runtime.engines.decode_graphs import DecodeGraphs, DecodeStep
 from wgc.runtime.engines.kv_engine import KVCacheEngine
 from wgc.runtime.worker.scheduler import Demand
@@ -52,6 +52,7 @@ class KVComponent(Component):
     # each part's results (the batcher's mixed dispatch, batching.py)
     mixed_entries: frozenset[str] = frozenset()
     graphs: DecodeGraphs
+    packed_model: nn.Module | None = None  # the model whose CPU products `use_graphs` packed (warmed at start-up)
 
     def use_graphs(self, model: nn.Module, context: int) -> None:
         """Capture `graph_entries` as `model(tokens, positions, step)` over this engine's pages, for
@@ -59,11 +60,22 @@ class KVComponent(Component):
         hands out) is the scratch page a replay's padding rows write to. On CPU the model's matrix
         products go through oneDNN over packed weights (cpu_linear.py: 2-2.7x at a decode batch)."""
         kv = self.kv
-        if kv.device.type == "cpu":
-            pack_linears(model)
+        if kv.device.type == "cpu" and pack_linears(model):
+            self.packed_model = model
         max_pages = -(-min(kv.geometry.max_positions, context) // kv.page_size)
         step = DecodeStep(model, kv.storage, kv.page_size, kv.pages.num_pages * kv.page_size)
         self.graphs = DecodeGraphs(step, max_pages, kv.device)
+
+    def warm_up(self, progress: Callable[[str], None]) -> None:
+        """On CPU: the packed weights packed and oneDNN's kernels built for every decode row count up to
+        `max_batch` now, not by the first requests (cpu_linear.warm_packed: the 34M shape's first prompt
+        paid ~0.3 s, each new decode batch size ~5 ms)."""
+        if self.packed_model is None:
+            return
+        rows = int(self.spec.settings.get("max_batch") or 1)
+        products = warm_packed(self.packed_model, range(1, rows + 1))
+        if products:
+            progress(f"packed weights ready, {products} products run at 1-{rows} rows")
 
     def capture(self, entry: str, walk: str, buckets: list[int], progress: Callable[[str], None]) -> CaptureReport:
         """CUDA graphs of a decode entry, one per bucket (largest first); every other entry runs eagerly."""
