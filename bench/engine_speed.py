@@ -36,7 +36,7 @@ from wgc.runtime.engines.cpu_linear import pack_linears  # noqa: E402
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Write  # noqa: E402
 from wgc.runtime.engines.sampling import SamplingParams, sample  # noqa: E402
 
-from bench.plotting import pyplot  # noqa: E402
+from bench.plotting import pyplot, write_report  # noqa: E402
 
 PAGE_SIZE = 16
 GREEDY = SamplingParams(temperature=0.0)
@@ -189,12 +189,7 @@ def main() -> list[dict]:
         return []
     results = run(names, batches, args.prompt, args.steps, args.rounds)
     text = table(results, args.prompt, args.steps)
-    print(text)
-    out = ROOT / "bench" / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "engine_speed.md").write_text(text + "\n", encoding="utf-8")
-    plot(results, out / "engine_speed.png")
-    print(f"\ntable: {out / 'engine_speed.md'}; plot: {out / 'engine_speed.png'}")
+    write_report("engine_speed", text, lambda path: plot(results, path))
     return results
 
 

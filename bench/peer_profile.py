@@ -28,7 +28,7 @@ from bench.peer.checkpoints import SHAPES, write_llama  # noqa: E402
 from bench.peer.engine import NEW, prompts  # noqa: E402
 from bench.peer.step_profile import grouped, profile_vllm, profile_wgc, top  # noqa: E402
 from bench.peer.vllm_client import vllm_version  # noqa: E402
-from bench.plotting import pyplot  # noqa: E402
+from bench.plotting import pyplot, write_report  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 
@@ -96,12 +96,8 @@ def main() -> int:
     title = (f"{args.model} at batch {args.batch}: prompt {len(batch_prompts[0])}, {NEW} greedy tokens, "
              f"one thread; wgc's lm component vs vLLM {version} `LLM.generate`")
     text = table(ours, theirs, title)
-    print(text)
-    stem = f"peer_profile-{args.model}-b{args.batch}"  # not Path.with_suffix: "0.7m" has a dot
-    table_path, plot_path = OUT / f"{stem}.md", OUT / f"{stem}.png"
-    table_path.write_text(text + "\n", encoding="utf-8")
-    plot(ours, theirs, plot_path, f"{args.model}, batch {args.batch}")
-    print(f"\ntable: {table_path}; plot: {plot_path}")
+    write_report(f"peer_profile-{args.model}-b{args.batch}", text,
+                 lambda path: plot(ours, theirs, path, f"{args.model}, batch {args.batch}"))
     return 0
 
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from wgc.runtime.engines.sampling import SamplingParams, sample  # noqa: E402
 from wgc.runtime.engines.seen_tokens import SeenTokens  # noqa: E402
 
-from bench.plotting import pyplot  # noqa: E402
+from bench.plotting import pyplot, write_report  # noqa: E402
 
 VOCAB = 4365
 
@@ -117,12 +117,7 @@ def main() -> list[dict]:
     results = run([int(b) for b in args.batches.split(",")], [int(n) for n in args.lengths.split(",")],
                   args.steps, args.rounds)
     text = table(results, args.steps)
-    print(text)
-    out = ROOT / "bench" / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "penalty_state.md").write_text(text + "\n", encoding="utf-8")
-    plot(results, out / "penalty_state.png")
-    print(f"\ntable: {out / 'penalty_state.md'}; plot: {out / 'penalty_state.png'}")
+    write_report("penalty_state", text, lambda path: plot(results, path))
     return results
 
 
