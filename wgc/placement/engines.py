@@ -59,9 +59,8 @@ def default_token_budget(device: str, max_batch: int) -> int:
     return max(DEFAULT_TOKEN_BUDGET.get(device, DEFAULT_TOKEN_BUDGET["cpu"]), max_batch)
 
 
-def build_engine(
-    kind: str, name: str, own: EngineTable | None, defaults: EngineTable | None, span: Span, device: str, ctx: Ctx
-) -> Engine:
+def build_engine(kind: str, name: str, own: EngineTable | None, defaults: EngineTable | None, span: Span, device: str,
+                 ctx: Ctx) -> Engine:
     """The effective settings of component `name` (engine `kind`, on a `device` cluster), with the
     rules across tables."""
     if own is not None and kind != "kv":
@@ -85,15 +84,10 @@ def build_engine(
     max_batch: int = value("max_batch") or (max(buckets) if buckets else DEFAULT_MAX_BATCH)
     budget: int | None = value("token_budget")
     _check_sizes(name, layers, buckets, max_batch, budget, ctx)
-    return Engine(
-        kv_memory_fraction=fraction if fraction is not None and 0 < fraction <= 1 else None,
-        kv_memory=sizing.kv_memory if sizing else None,
-        page_size=value("page_size"),
-        cuda_graph_buckets=buckets,
-        max_batch=max_batch,
-        token_budget=budget if budget is not None else default_token_budget(device, max_batch),
-        prefix_caching=value("prefix_caching"),
-    )
+    return Engine(kv_memory_fraction=fraction if fraction is not None and 0 < fraction <= 1 else None,
+                  kv_memory=sizing.kv_memory if sizing else None, page_size=value("page_size"),
+                  cuda_graph_buckets=buckets, max_batch=max_batch, prefix_caching=value("prefix_caching"),
+                  token_budget=budget if budget is not None else default_token_budget(device, max_batch))
 
 
 def _source(layers: list[EngineTable], k: str) -> EngineTable | None:
