@@ -3,35 +3,41 @@
 Why a locator beside tomllib, and not tomlkit: tomllib (the standard library's TOML 1.0
 parser) gives exact values and strict syntax errors with a line and column, but no positions
 for what it accepts; tomlkit keeps formatting but exposes no positions either (they would have
-to be recomputed from its private rendering), and it would be one more dependency. The
-locator parses text tomllib has accepted with lark (grammar/toml.lark, a position on every tree
-node) and walks the tree; the values still come from tomllib, so the locator can never change
-what a file means, only where a diagnostic points. A path it cannot place falls back to its
-nearest enclosing key.
+to be recomputed from its private rendering), and it would be one more dependency. This
+scanner runs only on text tomllib has accepted and records where each key and value is; the
+values still come from tomllib, so the locator can never change what a file means, only where
+a diagnostic points. A path it cannot place falls back to its nearest enclosing key.
 
 Paths are tuples of table keys (str) and array indices (int): `("cluster", "hosts", 1, "ranks")`.
 """
 
 from __future__ import annotations
 
-import functools
+import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.resources import files
 from tomllib import TOMLDecodeError, loads
-from typing import TYPE_CHECKING
 
 from wgc.lang.span import Span
-
-if TYPE_CHECKING:
-    from lark import Lark, Token, Tree
 
 KeyPath = tuple[str | int, ...]
 
 BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-# What ends a text that breaks off (tomllib rejected it), in the order tried: the end, a closing
-# bracket, then whatever completes a key or value. lark names the grammar's quoted tokens itself.
-_CLOSERS = ("$END", "RSQB", "RBRACE", "_AOT_CLOSE", "EQUAL", "SCALAR", "BARE_KEY")
+_DATETIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?([Zz]|[+-][0-9]{2}:[0-9]{2})?"
+)
+_SCALAR = re.compile(r"[^\s,\]\}#]+")
+# Strings as tomllib accepts them, by their opening quotes: a closing `"""` may be followed by up
+# to two quotes that belong to the string; escapes only in basic strings.
+_STRINGS = {
+    '"""': re.compile(r'"""(?:\\[\s\S]|[^\\])*?"""(?:"{0,2})'),
+    "'''": re.compile(r"'''[\s\S]*?'''(?:'{0,2})"),
+    '"': re.compile(r'"(?:\\[\s\S]|[^"\\\n])*"'),
+    "'": re.compile(r"'[^'\n]*'"),
+}
+_WS = re.compile(r"[ \t]*")
+_BLANK = re.compile(r"(?:[ \t\r\n]|#[^\n]*)*")  # whitespace, newlines and comments
 
 
 @dataclass(frozen=True)
@@ -40,112 +46,153 @@ class Located:
     value: Span  # the value; a table from a header: the whole `[header]`
 
 
-@functools.cache
-def _parser() -> Lark:
-    """Built on the first placement read: lark and its tables cost nothing to a run that reads none."""
-    from lark import Lark
-
-    grammar = files("wgc.grammar").joinpath("toml.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+class _Stuck(Exception):
+    """The scanner met text it does not expect (it only sees text tomllib accepted)."""
 
 
-def _parse(text: str) -> Tree:
-    """The tree of `text`; a text tomllib rejects is parsed up to its error, then closed there with
-    empty tokens placed past its end (`_Walk.whole` tells what they complete)."""
-    from lark import Token
-    from lark.exceptions import UnexpectedInput
-
-    try:
-        return _parser().parse(text)
-    except UnexpectedInput as err:
-        parser, end = err.interactive_parser, len(text)
-        while (name := next(n for n in _CLOSERS if n in parser.accepts())) != "$END":
-            parser.feed_token(Token(name, "", end + 1, 0, 0, 0, 0, end + 1))
-        return parser.feed_eof()
-
-
-class _Walk:
+class _Scanner:
     def __init__(self, text: str, file: str) -> None:
-        self.end = len(text)
+        self.s = text
+        self.i = 0
         self.file = file
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
         self.found: dict[KeyPath, Located] = {}
         self.aot: dict[KeyPath, int] = {}  # array-of-tables path → elements so far
 
-    def span(self, at: Token | Tree) -> Span:
-        m = at if isinstance(at, str) else at.meta  # a token is a str
-        return Span(self.file, m.line, m.column, m.end_line, m.end_column)
+    def span(self, start: int, end: int) -> Span:
+        (line, col), (end_line, end_col) = self._pos(start), self._pos(end)
+        return Span(self.file, line, col, end_line, end_col)
 
-    def whole(self, at: Token | Tree) -> bool:
-        """In the text: no closing token `_parse` added to a broken one."""
-        return (at.end_pos if isinstance(at, str) else at.meta.end_pos) <= self.end
+    def _pos(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.line_starts, offset)
+        return line, offset - self.line_starts[line - 1] + 1
 
     def record(self, path: KeyPath, key: Span, value: Span, *, implicit: bool = False) -> None:
         if not (implicit and path in self.found):
             self.found[path] = Located(key, value)
 
-    def document(self, tree: Tree) -> None:
-        table: KeyPath = ()
-        for item in tree.children:
-            if item.data == "keyval":
-                self.keyval(table, item)
-            elif self.whole(item):  # a header the text breaks off in is not located
-                table = self.header(item)
+    def peek(self) -> str:
+        return self.s[self.i : self.i + 1]
 
-    def header(self, header: Tree) -> KeyPath:
-        key = header.children[0]
-        parts = key.children
+    def skip(self, pattern: re.Pattern[str]) -> str:
+        """Move past `pattern` at the current position (the text matched), or get stuck."""
+        m = pattern.match(self.s, self.i)
+        if m is None:
+            raise _Stuck(self.i)
+        self.i = m.end()
+        return m.group()
+
+    def expect(self, token: str) -> None:
+        if not self.s.startswith(token, self.i):
+            raise _Stuck(self.i)
+        self.i += len(token)
+
+    def document(self) -> None:
+        table: KeyPath = ()
+        while True:
+            self.skip(_BLANK)
+            if self.i >= len(self.s):
+                return
+            if self.peek() == "[":
+                table = self.header()
+            else:
+                self.keyval(table)  # never empty: a key is at least one character
+
+    def header(self) -> KeyPath:
+        start = self.i
+        many = self.s.startswith("[[", self.i)
+        self.i += 2 if many else 1
+        self.skip(_WS)
+        parts = self.key()
+        self.expect("]]" if many else "]")
         path: KeyPath = ()
-        for n, part in enumerate(parts):
-            path = (*path, _name(part))
+        for n, (name, p0, p1) in enumerate(parts):
+            path = (*path, name)
             last = n == len(parts) - 1
-            if last and header.data == "table_array":  # a new element of an array of tables: at its index
+            if last and many:  # a new element of an array of tables: the path goes on at its index
                 index = self.aot.get(path, 0)
                 self.aot[path] = index + 1
-                self.record(path, self.span(part), self.span(key), implicit=True)
+                self.record(path, self.span(p0, p1), self.span(parts[0][1], p1), implicit=True)
                 path = (*path, index)
             elif path in self.aot:  # `[a.b]` after `[[a]]`: b is in a's latest element
                 path = (*path, self.aot[path] - 1)
             if not last:
-                self.record(path, self.span(part), self.span(part), implicit=True)
-        self.record(path, self.span(parts[-1]), self.span(header))
+                self.record(path, self.span(p0, p1), self.span(p0, p1), implicit=True)
+        self.record(path, self.span(parts[-1][1], parts[-1][2]), self.span(start, self.i))
         return path
 
-    def keyval(self, table: KeyPath, keyval: Tree) -> None:
-        key, value = keyval.children
-        *dotted, last = key.children
+    def keyval(self, table: KeyPath) -> None:
+        parts = self.key()
+        self.expect("=")
+        self.skip(_WS)
         path = table
-        for part in dotted:
-            path = (*path, _name(part))
-            self.record(path, self.span(part), self.span(part), implicit=True)
-        path = (*path, _name(last))
-        self.value(path, value)
-        if self.whole(value):
-            self.record(path, self.span(last), self.span(value))
+        for name, p0, p1 in parts[:-1]:
+            path = (*path, name)
+            self.record(path, self.span(p0, p1), self.span(p0, p1), implicit=True)
+        path = (*path, parts[-1][0])
+        start = self.i
+        self.value(path)
+        self.record(path, self.span(parts[-1][1], parts[-1][2]), self.span(start, self.i))
 
-    def value(self, path: KeyPath, value: Token | Tree) -> None:
-        if isinstance(value, str):
-            return
-        for n, item in enumerate(value.children):
-            if value.data == "inline_table":
-                self.keyval(path, item)
-                continue
-            self.value((*path, n), item)
-            if self.whole(item):
-                self.record((*path, n), self.span(item), self.span(item))
+    def key(self) -> list[tuple[str, int, int]]:
+        """A dotted key: each part's name and offsets; the whitespace after it is skipped."""
+        parts = []
+        while True:
+            start = self.i
+            if self.peek() in ('"', "'"):
+                raw = self.string()
+                parts.append((loads(f"k = {raw}")["k"], start, self.i))
+            else:
+                parts.append((self.skip(BARE_KEY), start, self.i))
+            self.skip(_WS)
+            if self.peek() != ".":
+                return parts
+            self.i += 1
+            self.skip(_WS)
 
+    def value(self, path: KeyPath) -> None:
+        c = self.peek()
+        if c in ('"', "'"):
+            self.string()
+        elif c == "[":
+            self.sequence("[", "]", lambda n: self.element((*path, n)))
+        elif c == "{":
+            self.sequence("{", "}", lambda n: self.keyval(path))
+        else:
+            self.skip(_DATETIME if _DATETIME.match(self.s, self.i) else _SCALAR)
 
-def _name(part: Token) -> str:
-    """A key part's name: a quoted one as tomllib reads it."""
-    return loads(f"k = {part}")["k"] if part.type == "STRING" else str(part)
+    def string(self) -> str:
+        q = self.peek()
+        return self.skip(_STRINGS[q * 3] if self.s.startswith(q * 3, self.i) else _STRINGS[q])
+
+    def element(self, path: KeyPath) -> None:
+        start = self.i
+        self.value(path)
+        self.record(path, self.span(start, self.i), self.span(start, self.i))
+
+    def sequence(self, open_: str, close: str, item: Callable[[int], None]) -> None:
+        """An array or an inline table: items separated by commas, blank text between them."""
+        self.expect(open_)
+        n = 0
+        while True:
+            self.skip(_BLANK)
+            if self.peek() == close:
+                self.i += 1
+                return
+            item(n)
+            n += 1
+            self.skip(_BLANK)
+            if self.peek() == ",":
+                self.i += 1
+            elif self.peek() != close:
+                raise _Stuck(self.i)
 
 
 def locate(text: str, file: str) -> dict[KeyPath, Located]:
     """The position of every key path in `text` (TOML tomllib accepted). Never raises."""
-    from lark.exceptions import LarkError
-
-    walk = _Walk(text, file)
+    scanner = _Scanner(text, file)
     try:
-        walk.document(_parse(text))
-    except (LarkError, RecursionError, TOMLDecodeError, StopIteration):
+        scanner.document()
+    except (_Stuck, RecursionError, TOMLDecodeError):
         pass  # keep what was found: the lookup falls back to enclosing keys
-    return walk.found
+    return scanner.found
