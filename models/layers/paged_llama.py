@@ -268,6 +268,25 @@ class PagedLlama(KVComponent):
         return in_waves(rows, lambda row: row[:2], lambda wave: self._wave(wave, fresh))
 
     def _wave(self, rows: list[Row], fresh: bool) -> list[Any]:
+        order = None if fresh else self._mirror_order(rows)
+        if order is None:
+            return self._step(rows, fresh)
+        out = self._step([rows[i] for i in order], fresh)
+        back: list[Any] = [None] * len(out)
+        for position, i in enumerate(order):
+            back[i] = out[position]
+        return back
+
+    def _mirror_order(self, rows: list[Row]) -> list[int] | None:
+        """The order of a step's rows that keeps the CPU mirror's rows where they are (KVCacheEngine.
+        mirror_order): its leading one-token rows reordered, the rest (prompt chunks) left after them."""
+        head = 0
+        while head < len(rows) and len(rows[head][2]) == 1:
+            head += 1
+        order = self.kv.mirror_order([(row[0], row[1]) for row in rows[:head]]) if head > 1 else None
+        return None if order is None else [*order, *range(head, len(rows))]
+
+    def _step(self, rows: list[Row], fresh: bool) -> list[Any]:
         writes = [Write(r, lab, toks, len(toks), budget) for r, lab, toks, _, budget in rows]
         logits = self.forward(writes, graphs=not fresh)  # decode: graphs
         out: list[Any] = [PARTIAL] * len(rows)

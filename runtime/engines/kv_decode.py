@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 from wgc.runtime.engines.attention import AttentionBatch, KVStep, Mode, TorchAttention
-from wgc.runtime.engines.kv_mirror import MirrorStep
+from wgc.runtime.engines.kv_mirror import DecodeMirror, MirrorStep
 from wgc.runtime.engines.kv_pages import Exhausted
 from wgc.runtime.engines.kv_types import KVExhausted, KVSeq, Prepared, Write
 
@@ -93,12 +93,19 @@ def mirror_step(engine: KVCacheEngine, batch: AttentionBatch,
     keeps none, the step is not a written one-token-a-row step, the backend is not the torch path's
     fast decode (a test's general plan, a family's own backend), plans are made ahead (they would be
     wasted), or the mirror would outgrow its budget. `stamps`: each row's after this step's append."""
-    mirror = engine.mirror
-    backend = engine.planner.backend
-    if (mirror is None or not batch.write or not batch.q_lengths or any(n != 1 for n in batch.q_lengths)
-            or type(backend) is not TorchAttention or not backend.fast_decode or engine.planner.active):
+    mirror = mirror_in_use(engine)
+    if mirror is None or not batch.write or not batch.q_lengths or any(n != 1 for n in batch.q_lengths):
         return None
-    return mirror.step(engine.storage, batch, stamps, backend.scale)
+    return mirror.step(engine.storage, batch, stamps, engine.planner.backend.scale)
+
+
+def mirror_in_use(engine: KVCacheEngine) -> DecodeMirror | None:
+    """The engine's mirror when its decode steps attend through it: it keeps one, the backend is the
+    torch path's fast decode, and plans are not made ahead."""
+    backend = engine.planner.backend
+    if type(backend) is not TorchAttention or not backend.fast_decode or engine.planner.active:
+        return None
+    return engine.mirror
 
 
 @dataclass(frozen=True)

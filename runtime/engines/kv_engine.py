@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 from wgc.runtime.engines.attention import AttentionBatch, KVStep, KVStorage, Mode, attention_backend
-from wgc.runtime.engines.kv_decode import SplitStep, mirror_step, prepare_decode, split_step
+from wgc.runtime.engines.kv_decode import SplitStep, mirror_in_use, mirror_step, prepare_decode, split_step
 from wgc.runtime.engines.kv_mirror import DecodeMirror, MirrorStep
 from wgc.runtime.engines.kv_pages import Exhausted, LabelExport, PageAllocator, budget_bytes, pages_for_budget
 from wgc.runtime.engines.kv_types import Geometry, KVExhausted, KVSeq, Prepared, Swapped, Write
@@ -211,6 +211,12 @@ class KVCacheEngine:
             stamps = self.pages.stamps([(w.request, w.label) for w in prepared.items])
         mirrored = None if stamps is None else mirror_step(self, prepared.batch, stamps)
         return mirrored or KVStep(self.storage, self.planner.backend, self.planner.plan(prepared.batch))
+
+    def mirror_order(self, keys: list[tuple[int, str]]) -> list[int] | None:
+        """The order to run the next decode step's rows `keys` in (one token each) so that the mirror
+        keeps the rows it holds (DecodeMirror.order); None: the order given is as good (or no mirror)."""
+        mirror = mirror_in_use(self)
+        return None if mirror is None else mirror.order(self.pages.stamps(keys))
 
     def issued(self, prepared: Prepared) -> None:
         """The step's forward has been issued: a decode step plans the next one on the side thread."""

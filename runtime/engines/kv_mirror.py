@@ -17,9 +17,10 @@ a prefill chunk, a truncate (rollback, an aborted step), a swap-in or import (a 
 fork into the label, a prefix attach, a sequence that left and another that took its place — gives
 another stamp, and the row is gathered again from the pages. Nothing outside has to say so.
 
-Cost: memory, at most the pool's own K/V bytes again (beyond that the step gathers, as before);
-rows are kept in the batch's order, so a sequence leaving the middle of a batch re-gathers the rows
-after it once. Only the torch backend on CPU uses it (kv_decode.mirror_step); CUDA is unchanged.
+Cost: memory, at most the pool's own K/V bytes again (beyond that the step gathers, as before).
+Row b is the batch's b-th sequence, so a family keeps its rows where they are by ordering its decode
+batch as `order` says (PagedLlama does; in the order given, a sequence leaving the middle of a batch
+would re-gather every row after it). Only the torch backend on CPU uses it (kv_decode.mirror_step); CUDA is unchanged.
 """
 
 from __future__ import annotations
@@ -92,6 +93,26 @@ class DecodeMirror:
         if min(cached) + 1 != width:
             mask = (torch.arange(width)[None, :] <= written[:, None])[:, None, None, :]  # [B, 1, 1, K]
         return MirrorStep(self, storage, write_slots, dest, mask, count, width, scale)
+
+    def order(self, stamps: list[Stamp | None]) -> list[int] | None:
+        """The order for a coming decode batch (each row's stamp before this step's append) in which
+        every sequence the mirror holds below the batch's size stays at its row and the others fill
+        the rows left free, in the order given: a sequence leaving the middle of a batch then costs
+        one row's gather, the row moved into its place, instead of every row after it. None: keep
+        the order given (it is that order already)."""
+        count = len(stamps)
+        home = {mark: row for row, mark in enumerate(self.marks[:count]) if mark is not None}
+        placed: list[int | None] = [None] * count
+        newcomers = []
+        for i, stamp in enumerate(stamps):
+            row = home.pop(stamp, None) if stamp is not None else None
+            if row is None:
+                newcomers.append(i)
+            else:
+                placed[row] = i
+        fill = iter(newcomers)
+        order = [i if i is not None else next(fill) for i in placed]
+        return None if order == list(range(count)) else order
 
     def _fit(self, count: int, width: int) -> bool:
         """Grow the buffers to at least `count` rows of `width` tokens (capacity doubled, in whole

@@ -209,3 +209,23 @@ def test_every_change_of_a_sequence_changes_its_stamp() -> None:
     value = pages.stamps([(2, "a")])[0]
     assert value is not None and value not in seen
     assert pages.stamps([(3, "a")]) == [None]
+
+
+def test_the_mirror_order_keeps_the_rows_it_holds_and_moves_one_into_a_gap() -> None:
+    t = Twins()
+    for request in range(1, 6):
+        prompt(t, request, 3 + request)
+    rows = [(r, "a") for r in range(1, 6)]
+    assert t.decode(rows) == 5
+    assert t.on.mirror_order(rows) is None  # already the mirror's order
+    t.both("release", 2)
+    left = [(1, "a"), (3, "a"), (4, "a"), (5, "a")]
+    order = t.on.mirror_order(left)
+    assert order == [0, 3, 1, 2]  # request 5 (row 4) moves into row 1; 3 and 4 stay at rows 2 and 3
+    assert t.decode([left[i] for i in order]) == 1
+    prompt(t, 6, 4)
+    arrived = [(1, "a"), (3, "a"), (4, "a"), (5, "a"), (6, "a")]
+    order = t.on.mirror_order(arrived)
+    assert order == [0, 3, 1, 2, 4]  # the newcomer takes the row past the others
+    assert t.decode([arrived[i] for i in order]) == 1
+    assert t.off.mirror_order(arrived) is None  # no mirror: any order
