@@ -90,6 +90,25 @@ def test_the_same_walks_answer_native_generate(server: Server) -> None:
     assert np.array(output["data"]).shape == (2, TOKENS, DIM)
 
 
+@pytest.mark.parametrize(("name", "value", "found"), [
+    ("actions", 5, "a number"), ("states", [[0.0] * 7, [0.0] * 7], "an array"), ("clip", "frames.mp4", "a string"),
+    ("history_actions", {"shape": [0, 7], "b64": ""}, "an object without a dtype"), ("actions", None, "null"),
+])
+def test_native_tensor_inputs_that_are_not_tensors_are_400_naming_the_input(server: Server, name: str, value: Any,
+                                                                            found: str) -> None:
+    clip = np.zeros((1, 64, 64, 3), dtype=np.uint8)
+    inputs = {"clip": {"dtype": "u8", "shape": [1, 64, 64, 3], "b64": base64.b64encode(clip.tobytes()).decode()},
+              "history_actions": {"dtype": "f32", "shape": [0, 7], "b64": ""},
+              "history_states": {"dtype": "f32", "shape": [0, 7], "b64": ""},
+              "actions": {"dtype": "f32", "values": rows(2, 5)}, "states": {"dtype": "f32", "values": rows(2, 6)}}
+    r = post(server, "/v1/generate", {"task": "rollout", "params": {"horizon": 2}, "inputs": {**inputs, name: value},
+                                      "stream": False})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == f"inputs.{name}" and error["message"].endswith(f"found {found}"), error
+    assert "Traceback" not in server.errors()
+
+
 @pytest.mark.parametrize(("path", "change", "field"), [
     ("rollout", {"frames": [png(64, 64, 0), png(48, 64, 1)]}, "frames.1"),
     ("rollout", {"frames": [png(8, 64, 0), png(8, 64, 1)]}, "frames.0"),

@@ -3,9 +3,10 @@
 In: a tensor is `{"dtype": "f32", "shape": [2, 3], "b64": "<raw little-endian bytes>"}` or
 `{"dtype": "f32", "values": [[...], [...]]}`; a `data:` URL is decoded for an image or audio part
 or input (a WAV becomes {"samples", "rate"} at its own rate, which audio may also be given as, the
-samples a tensor); text stays a string (a `tokens` input is tokenized); any other JSON value passes as it
-is. Out: a tensor becomes its nested values (`list`) or its raw bytes in base64 (`base64`), with
-its shape and dtype beside it.
+samples a tensor); text stays a string (a `tokens` input is tokenized); an input typed `tensor` or
+`video` must be a tensor (a 400 naming it otherwise); any other JSON value passes as it is. Out: a
+tensor becomes its nested values (`list`) or its raw bytes in base64 (`base64`), with its shape and
+dtype beside it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ DTYPES = {"f32": "float32", "float32": "float32", "f64": "float64", "float64": "
           "i32": "int32", "int32": "int32", "i16": "int16", "int16": "int16", "i8": "int8", "int8": "int8",
           "u8": "uint8", "uint8": "uint8", "bool": "bool"}
 MEDIA = ("image", "audio")
+TENSOR_KINDS = ("tensor", "video")  # walk input types that only a tensor can be (a clip is u8 [T, H, W, 3])
+_JSON_KINDS = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
+               dict: "an object without a dtype", type(None): "null"}
 MAX_RATE = 768_000  # Hz, the highest sample rate an audio clip may state
 
 
@@ -72,9 +76,16 @@ def value_in(value: Any, kind: str, param: str, budget: MediaBudget) -> Any:
     if kind in MEDIA and not isinstance(value, str):
         extra = " or {samples, rate}" if kind == "audio" else ""
         raise ApiError("invalid_request", f"{param}: {kind} data is a data: URL or a tensor{extra}", param)
+    if kind in TENSOR_KINDS:  # a JSON number, list or string would reach a component that wants a tensor
+        raise ApiError("invalid_request", f"{param}: a {kind} input is a tensor, {{dtype, shape, b64}} or "
+                       f"{{dtype, values}}; found {_json_kind(value)}", param)
     if kind == "tokens" and not (isinstance(value, list) and all(type(i) is int for i in value)):
         raise ApiError("invalid_request", f"{param}: tokens are a string or a list of token ids", param)
     return value
+
+
+def _json_kind(value: Any) -> str:
+    return _JSON_KINDS.get(type(value), type(value).__name__)
 
 
 def _clip(value: dict[str, Any], param: str, budget: MediaBudget) -> dict[str, Any]:
