@@ -77,13 +77,17 @@ def test_a_plan_returns_the_trajectory_and_its_cost(server: Server) -> None:
     assert post(server, "/v1/world_model/plan", body).json()["actions"] == out["actions"]  # a fixed seed
 
 
-def test_the_same_walks_answer_native_generate(server: Server) -> None:
+def native_rollout_inputs() -> dict[str, Any]:
+    """A one-frame clip and two steps of actions and states as /v1/generate's tensors."""
     clip = np.random.default_rng(0).integers(0, 256, (1, 64, 64, 3), dtype=np.uint8)
-    inputs = {"clip": {"dtype": "u8", "shape": [1, 64, 64, 3], "b64": base64.b64encode(clip.tobytes()).decode()},
-              "history_actions": {"dtype": "f32", "shape": [0, 7], "b64": ""},
-              "history_states": {"dtype": "f32", "shape": [0, 7], "b64": ""},
-              "actions": {"dtype": "f32", "values": rows(2, 5)}, "states": {"dtype": "f32", "values": rows(2, 6)}}
-    r = post(server, "/v1/generate", {"task": "rollout", "params": {"horizon": 2}, "inputs": inputs,
+    return {"clip": {"dtype": "u8", "shape": [1, 64, 64, 3], "b64": base64.b64encode(clip.tobytes()).decode()},
+            "history_actions": {"dtype": "f32", "shape": [0, 7], "b64": ""},
+            "history_states": {"dtype": "f32", "shape": [0, 7], "b64": ""},
+            "actions": {"dtype": "f32", "values": rows(2, 5)}, "states": {"dtype": "f32", "values": rows(2, 6)}}
+
+
+def test_the_same_walks_answer_native_generate(server: Server) -> None:
+    r = post(server, "/v1/generate", {"task": "rollout", "params": {"horizon": 2}, "inputs": native_rollout_inputs(),
                                       "outputs": ["tensor"], "stream": False})
     assert r.status_code == 200, r.text
     (output,) = [e for e in r.json()["events"] if e["type"] == "output"]
@@ -96,12 +100,8 @@ def test_the_same_walks_answer_native_generate(server: Server) -> None:
 ])
 def test_native_tensor_inputs_that_are_not_tensors_are_400_naming_the_input(server: Server, name: str, value: Any,
                                                                             found: str) -> None:
-    clip = np.zeros((1, 64, 64, 3), dtype=np.uint8)
-    inputs = {"clip": {"dtype": "u8", "shape": [1, 64, 64, 3], "b64": base64.b64encode(clip.tobytes()).decode()},
-              "history_actions": {"dtype": "f32", "shape": [0, 7], "b64": ""},
-              "history_states": {"dtype": "f32", "shape": [0, 7], "b64": ""},
-              "actions": {"dtype": "f32", "values": rows(2, 5)}, "states": {"dtype": "f32", "values": rows(2, 6)}}
-    r = post(server, "/v1/generate", {"task": "rollout", "params": {"horizon": 2}, "inputs": {**inputs, name: value},
+    inputs = {**native_rollout_inputs(), name: value}
+    r = post(server, "/v1/generate", {"task": "rollout", "params": {"horizon": 2}, "inputs": inputs,
                                       "stream": False})
     assert r.status_code == 400, r.text
     error = r.json()["error"]
