@@ -50,6 +50,7 @@ class DecodeMirror:
         self.layer_v: tuple[Tensor, ...] = ()
         self.flat_k: tuple[Tensor, ...] = ()
         self.flat_v: tuple[Tensor, ...] = ()
+        self.key_positions = torch.arange(0)  # [capacity]
         self.marks: list[Stamp | None] = []  # per row: the stamp of the sequence it mirrors
         self.lengths: list[int] = []  # per row: tokens it holds (for `check`)
         self.events = {"mirror_steps": 0, "mirror_rows_gathered": 0, "mirror_over_budget": 0}
@@ -84,14 +85,16 @@ class DecodeMirror:
         self.lengths[:count] = [c + 1 for c in cached]
         self.events["mirror_steps"] += 1
         ps, kvh, cap = self.page_size, self.kv_heads, self.capacity
-        written = torch.tensor(cached, dtype=torch.int64)  # [B]
+        # the step's indices in Python integers, one tensor each: a handful of small tensor ops cost more
+        # (~15 us each in a 0.7M step) than the loops over B rows
         write_slots = torch.tensor([table[c // ps] * ps + c % ps for table, c in zip(batch.page_tables, cached)],
                                    dtype=torch.int64)  # [B]
-        heads = torch.arange(count)[:, None] * kvh + torch.arange(kvh)  # [B, kvh]: (row, head) of the buffer
-        dest = (heads * cap + written[:, None]).reshape(-1)  # [B * kvh]: where each new row of head_dim goes
+        dest = torch.tensor([(b * kvh + h) * cap + c for b, c in enumerate(cached) for h in range(kvh)],
+                            dtype=torch.int64)  # [B * kvh]: where each new (row, head) of head_dim goes
         mask = None
         if min(cached) + 1 != width:
-            mask = (torch.arange(width)[None, :] <= written[:, None])[:, None, None, :]  # [B, 1, 1, K]
+            written = torch.tensor(cached, dtype=torch.int64)  # [B]
+            mask = (self.key_positions[:width] <= written[:, None])[:, None, None, :]  # [B, 1, 1, K]
         return MirrorStep(self, storage, write_slots, dest, mask, count, width, scale)
 
     def order(self, stamps: list[Stamp | None]) -> list[int] | None:
@@ -133,6 +136,7 @@ class DecodeMirror:
         self.layer_k, self.layer_v = tuple(k.unbind(0)), tuple(v.unbind(0))
         self.flat_k = tuple(layer.view(-1, self.head_dim) for layer in self.layer_k)
         self.flat_v = tuple(layer.view(-1, self.head_dim) for layer in self.layer_v)
+        self.key_positions = torch.arange(new_cap)  # [capacity]: a mask's key positions
         self.marks += [None] * (new_rows - rows)
         self.lengths += [0] * (new_rows - rows)
         return True
