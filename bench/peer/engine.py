@@ -30,6 +30,7 @@ def engine_rows(name: str, directory: Path, plan: Path, python: str, out: Path, 
         wgc.generate(warm, 8), vllm.ask(op="generate", prompts=warm, max_tokens=8)
         for batch in batches:
             best = {"wgc": 0.0, "vllm": 0.0}
+            paired: list[float] = []  # each round's wgc / vLLM, the two run back to back
             same = True
             for round_ in range(repeats):
                 # prompts new to both engines' prefix caches each round (a repeat would skip its prefill)
@@ -39,7 +40,9 @@ def engine_rows(name: str, directory: Path, plan: Path, python: str, out: Path, 
                 same = same and ours["tokens"] == theirs["tokens"]
                 best["wgc"] = max(best["wgc"], batch * NEW / ours["seconds"])
                 best["vllm"] = max(best["vllm"], batch * NEW / theirs["seconds"])
-            rows.append({"model": name, "batch": batch, "wgc": best["wgc"], "vllm": best["vllm"], "same": same})
+                paired.append(theirs["seconds"] / ours["seconds"])
+            rows.append({"model": name, "batch": batch, "wgc": best["wgc"], "vllm": best["vllm"], "same": same,
+                         "paired": paired})
             print(f"engine {name} batch {batch}: wgc {best['wgc']:,.0f} tok/s, vLLM {best['vllm']:,.0f} tok/s, "
                   f"same greedy tokens: {same}", flush=True)
     finally:

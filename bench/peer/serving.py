@@ -62,17 +62,20 @@ def serving_rows(name: str, directory: Path, plan: Path, python: str, out: Path,
         for c in levels:
             count = max(8, c * requests_per_stream)
             best: dict[str, dict[str, float]] = {}
+            paired: list[float] = []  # each round's wgc / vLLM req/s, the two driven back to back
             for round_ in range(rounds):
                 seed = 1000 * c + round_  # prompts new to both servers' prefix caches each round, the same for both
                 a = drive("chat", wgc.url, bodies("llama", count, seed, False), c).summary()
                 b = drive("chat", vllm.url, bodies("llama", count, seed, True), c).summary()
+                paired.append(a["req_s"] / b["req_s"])
                 for key, summary in (("wgc", a), ("vllm", b)):
                     if key not in best or summary["req_s"] > best[key]["req_s"]:
                         best[key] = summary
                 print(f"serving {name} c={c}: wgc {a['req_s']:.2f} req/s (TTFT p99 {a['ttft_p99'] * 1e3:.0f} ms), "
                       f"vLLM {b['req_s']:.2f} req/s (TTFT p99 {b['ttft_p99'] * 1e3:.0f} ms), same greedy reply: {same}",
                       flush=True)
-            rows.append({"model": name, "concurrency": c, "wgc": best["wgc"], "vllm": best["vllm"], "same": same})
+            rows.append({"model": name, "concurrency": c, "wgc": best["wgc"], "vllm": best["vllm"], "same": same,
+                         "paired": paired})
     finally:
         wgc.stop()
         if vllm is not None:

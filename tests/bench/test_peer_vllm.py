@@ -39,11 +39,13 @@ def _serving(wgc_req: float, wgc_p99: float) -> dict:
 
 
 def test_the_tables_mark_each_goal_from_the_ratios() -> None:
-    engine = report.engine_table([{"model": "34m", "batch": 8, "wgc": 130.0, "vllm": 100.0, "same": True},
+    engine = report.engine_table([{"model": "34m", "batch": 8, "wgc": 130.0, "vllm": 100.0, "same": True,
+                                   "paired": [1.25, 1.3]},
                                   {"model": "34m", "batch": 32, "wgc": 110.0, "vllm": 100.0, "same": False}])
     lines = engine.splitlines()[2:]
-    assert "| 1.30 | yes | met |" in lines[0] and "| 1.10 | NO | not met |" in lines[1]
-    assert "| met |" in report.serving_table([_serving(12.5, 0.04)])
+    assert "| 1.30 | 1.25, 1.30 | yes | met |" in lines[0] and "| 1.10 |  | NO | not met |" in lines[1]
+    served = report.serving_table([{**_serving(12.5, 0.04), "paired": [1.31, 1.19]}])
+    assert "| 1.25 | 1.31, 1.19 | met |" in served  # the best rounds' ratio, and each round's beside it
     assert "not met" in report.serving_table([_serving(12.5, 0.06)])  # faster, but a worse TTFT p99
     assert "not met" in report.serving_table([_serving(11.0, 0.04)])
     row = {"concurrency": 4, "wgc": {"audio_per_wall": 16.0, "ttft_p50": 0.1, "ttft_p99": 0.1},
