@@ -20,7 +20,8 @@ another stamp, and the row is gathered again from the pages. Nothing outside has
 Cost: memory, at most the pool's own K/V bytes again (beyond that the step gathers, as before).
 Row b is the batch's b-th sequence, so a family keeps its rows where they are by ordering its decode
 batch as `order` says (PagedLlama does; in the order given, a sequence leaving the middle of a batch
-would re-gather every row after it). Only the torch backend on CPU uses it (kv_decode.mirror_step); CUDA is unchanged.
+would re-gather every row after it). Only the torch backend on CPU uses it (kv_decode.mirror_step);
+CUDA is unchanged.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ class DecodeMirror:
         one row's gather, the row moved into its place, instead of every row after it. None: keep
         the order given (it is that order already)."""
         count = len(stamps)
+        if self.marks[:count] == stamps:  # a steady batch: every row where it was
+            return None
         home = {mark: row for row, mark in enumerate(self.marks[:count]) if mark is not None}
         placed: list[int | None] = [None] * count
         newcomers = []
