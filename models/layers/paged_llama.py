@@ -268,10 +268,11 @@ class PagedLlama(KVComponent):
         return in_waves(rows, lambda row: row[:2], lambda wave: self._wave(wave, fresh))
 
     def _wave(self, rows: list[Row], fresh: bool) -> list[Any]:
+        """The rows' results in their order, run in the order the CPU mirror asks for when it asks."""
         order = None if fresh else self._mirror_order(rows)
         if order is None:
-            return self._step(rows, fresh)
-        out = self._step([rows[i] for i in order], fresh)
+            return self._forward_rows(rows, fresh)
+        out = self._forward_rows([rows[i] for i in order], fresh)
         back: list[Any] = [None] * len(out)
         for position, i in enumerate(order):
             back[i] = out[position]
@@ -286,7 +287,9 @@ class PagedLlama(KVComponent):
         order = self.kv.mirror_order([(row[0], row[1]) for row in rows[:head]]) if head > 1 else None
         return None if order is None else [*order, *range(head, len(rows))]
 
-    def _step(self, rows: list[Row], fresh: bool) -> list[Any]:
+    def _forward_rows(self, rows: list[Row], fresh: bool) -> list[Any]:
+        """One forward over `rows` and a token sampled for each whose input is complete (PARTIAL for a
+        prompt chunk that is not its last), in the rows' order."""
         writes = [Write(r, lab, toks, len(toks), budget) for r, lab, toks, _, budget in rows]
         logits = self.forward(writes, graphs=not fresh)  # decode: graphs
         out: list[Any] = [PARTIAL] * len(rows)
