@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,23 +70,16 @@ def test_metrics_parse_and_cover_routes_latency_and_pages(toy: Server, headers: 
         if scrape(toy).get(intervals, 0) >= 1:
             break
     httpx.post(f"{toy.url}/v1/chat/completions", headers=headers, json={"model": "toy", "messages": []})
-    free = ("wgc_kv_pages", (("component", "llm"), ("rank", "0"), ("state", "free")))
-    batched = ("wgc_rank_batched_calls_total", (("rank", "0"),))
-    deadline = time.monotonic() + 10
-    while True:  # the rank figures are its last health report: the one after the requests may lag on a busy host
-        samples = scrape(toy)
-        if (samples.get(free) == 4096 and samples.get(batched, 0) >= 1) or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    samples = scrape(toy)
     assert samples[("wgc_http_requests_total", (("route", "/v1/chat/completions"), ("status", "200")))] >= 1
     assert samples[("wgc_http_requests_total", (("route", "/v1/chat/completions"), ("status", "422")))] >= 1
     assert samples[("wgc_time_to_first_output_seconds_count", (("modality", "text"),))] >= 1
     assert samples[("wgc_inter_output_seconds_count", (("modality", "text"),))] >= 1
     assert samples[intervals] >= 1
-    assert samples[free] == 4096
+    assert samples[("wgc_kv_pages", (("component", "llm"), ("rank", "0"), ("state", "free")))] == 4096
     assert ("wgc_queue_depth", ()) in samples and ("wgc_requests_running", ()) in samples
     assert samples[("wgc_rank_up", (("rank", "0"),))] == 1
-    assert samples[batched] >= 1
+    assert samples[("wgc_rank_batched_calls_total", (("rank", "0"),))] >= 1
 
 
 def test_openapi_document_lists_the_plan_routes_and_schemas(toy: Server) -> None:

@@ -84,10 +84,15 @@ def build_engine(kind: str, name: str, own: EngineTable | None, defaults: Engine
     max_batch: int = value("max_batch") or (max(buckets) if buckets else DEFAULT_MAX_BATCH)
     budget: int | None = value("token_budget")
     _check_sizes(name, layers, buckets, max_batch, budget, ctx)
-    return Engine(kv_memory_fraction=fraction if fraction is not None and 0 < fraction <= 1 else None,
-                  kv_memory=sizing.kv_memory if sizing else None, page_size=value("page_size"),
-                  cuda_graph_buckets=buckets, max_batch=max_batch, prefix_caching=value("prefix_caching"),
-                  token_budget=budget if budget is not None else default_token_budget(device, max_batch))
+    return Engine(
+        kv_memory_fraction=fraction if fraction is not None and 0 < fraction <= 1 else None,
+        kv_memory=sizing.kv_memory if sizing else None,
+        page_size=value("page_size"),
+        cuda_graph_buckets=buckets,
+        max_batch=max_batch,
+        token_budget=budget if budget is not None else default_token_budget(device, max_batch),
+        prefix_caching=value("prefix_caching"),
+    )
 
 
 def _source(layers: list[EngineTable], k: str) -> EngineTable | None:
