@@ -77,8 +77,10 @@ class KVCacheEngine:
         # (kv_mirror.py): on CPU by default (WGC_CPU_KV_MIRROR=0 turns it off), at most the pool's bytes again
         if mirror is None:
             mirror = device.type == "cpu" and settings.cpu_kv_mirror()
-        self.mirror = DecodeMirror(g.layers, g.kv_heads, g.head_dim, page_size, g.dtype,
-                                   2 * self.storage.k.numel() * self.storage.k.element_size()) \
+        # its bound is the pool's own pages (not the scratch page): the "kv mirror" line of the placement's
+        # memory table (wgc/placement/memory.py) counts the pool's bytes again, and this stays within it
+        pool_bytes = 2 * num_pages * self.storage.k[:, 0].numel() * self.storage.k.element_size()
+        self.mirror = DecodeMirror(g.layers, g.kv_heads, g.head_dim, page_size, g.dtype, pool_bytes) \
             if mirror and device.type == "cpu" else None
         self.seqs: dict[tuple[int, str], KVSeq] = {}
         self.events = {"kv_preemptions": 0, "kv_swapped_in": 0, "prefix_hit_tokens": 0, "prefix_queried_tokens": 0}

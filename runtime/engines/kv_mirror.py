@@ -17,7 +17,8 @@ a prefill chunk, a truncate (rollback, an aborted step), a swap-in or import (a 
 fork into the label, a prefix attach, a sequence that left and another that took its place — gives
 another stamp, and the row is gathered again from the pages. Nothing outside has to say so.
 
-Cost: memory, at most the pool's own K/V bytes again (beyond that the step gathers, as before).
+Cost: memory, at most the pool's own K/V bytes again (beyond that the step gathers, as before); the
+placement's memory table counts it at that bound (its "kv mirror" line, wgc/placement/memory.py).
 Row b is the batch's b-th sequence, so a family keeps its rows where they are by ordering its decode
 batch as `order` says (PagedLlama does; in the order given, a sequence leaving the middle of a batch
 would re-gather every row after it). Only the torch backend on CPU uses it (kv_decode.mirror_step);

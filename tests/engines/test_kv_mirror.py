@@ -7,12 +7,16 @@ decode step gathers nothing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from wgc.runtime.engines.attention import KVStep
 from wgc.runtime.engines.kv_decode import SplitStep
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Write
 from wgc.runtime.engines.kv_mirror import DecodeMirror, MirrorStep
 from wgc.runtime.engines.kv_pages import Appended, PageAllocator
+
+from wgc.compile import compile_program
 
 G = Geometry(layers=2, heads=4, kv_heads=2, head_dim=8, max_positions=256)
 PS = 4
@@ -229,3 +233,18 @@ def test_the_mirror_order_keeps_the_rows_it_holds_and_moves_one_into_a_gap() -> 
     assert order == [0, 3, 1, 2, 4]  # the newcomer takes the row past the others
     assert t.decode([arrived[i] for i in order]) == 1
     assert t.off.mirror_order(arrived) is None  # no mirror: any order
+
+
+def test_the_mirror_stays_within_the_memory_tables_kv_mirror_line() -> None:
+    """The compiler counts a CPU kv pool's mirror at the pool's bytes (wgc/placement/memory.py); the
+    engine built from the same plan's settings bounds its mirror by no more than that."""
+    root = Path(__file__).resolve().parents[2]
+    source = root / "models" / "llama.walk"
+    plan = compile_program(str(source), source.read_text(), str(root / "placements" / "cpu.toml")).plan
+    assert plan is not None
+    (lm,) = [c for c in plan.components if c.engine == "kv"]
+    counted = plan.memory[0].mirror_bytes
+    assert counted == plan.memory[0].kv_bytes == lm.settings["kv_memory"] > 0
+    engine = KVCacheEngine.for_spec(lm.settings, G, torch.device("cpu"))
+    page = 2 * G.layers * engine.page_size * G.kv_heads * G.head_dim * 4
+    assert counted - page < engine.mirror.max_bytes <= counted  # the pool's own pages, not its scratch page

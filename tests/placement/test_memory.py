@@ -161,6 +161,32 @@ def test_a_cpu_budget_is_checked(tmp_path: Path) -> None:
     assert "CUDA" not in text  # no reserve on a CPU rank
 
 
+def cpu_budget(tmp_path: Path, memory: str, kv_memory: str) -> Path:
+    return write(tmp_path, "cpu.toml", f'[cluster]\ndevice = "cpu"\nmemory = "{memory}"\nranks = 1\n'
+                 f'[defaults]\nranks = 0\nengine = {{ kv_memory = "{kv_memory}" }}\n')
+
+
+def test_a_cpu_kv_pool_counts_its_decode_mirror(tmp_path: Path) -> None:
+    # 100M f32 weights of dec + 1B bf16 of llm (~2.23 GiB) + a 1 GiB pool fits 4 GiB alone; with the
+    # pool's mirror counted again it needs ~4.23 GiB
+    prog = program(weights="1B")
+    fits, diags = load_placement(cpu_budget(tmp_path, "5GiB", "1GiB"), prog)
+    assert fits is not None, rendered(diags)
+    lines = {(line.kind, line.owner): line.bytes for line in estimate_memory(fits, prog).ranks[0].lines}
+    assert lines[("kv mirror", "llm")] == lines[("kv pool", "llm")] == GIB
+    assert ("kv mirror", "dec") not in lines  # a stateless component keeps no KV
+    _, diags = load_placement(cpu_budget(tmp_path, "4GiB", "1GiB"), prog)
+    assert [d.code for d in diags] == ["P022"], rendered(diags)
+    assert any(h.startswith("  kv mirror   llm") and h.endswith("1.00 GiB") for h in diags[0].help), diags[0].help
+
+
+def test_a_gpu_kv_pool_has_no_mirror(tmp_path: Path) -> None:
+    loaded, diags = load_placement(gpu_placement(tmp_path, 0.5), program())
+    assert loaded is not None, rendered(diags)
+    assert {line.kind for line in estimate_memory(loaded, program()).ranks[0].lines} == \
+        {"weights", "kv pool", "cuda graphs", "stream", "reserve"}
+
+
 def test_undeclared_weights_count_as_zero_and_say_so() -> None:
     loaded, _ = load_placement(Path(__file__).parent.parent.parent / "placements" / "1xh100.toml", stand_in("bagel"))
     assert loaded is not None

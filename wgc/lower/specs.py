@@ -112,7 +112,7 @@ def memory_rows(table: MemoryTable) -> list[MemoryRow]:
         for line in r.lines:
             by_kind[line.kind] = by_kind.get(line.kind, 0) + line.bytes
         rows.append(MemoryRow(r.rank, r.budget or 0, by_kind.get("weights", 0), by_kind.get("kv pool", 0),
-                              by_kind.get("cuda graphs", 0), by_kind.get("stream", 0)))
+                              by_kind.get("cuda graphs", 0), by_kind.get("stream", 0), by_kind.get("kv mirror", 0)))
     return rows
 
 

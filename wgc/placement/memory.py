@@ -1,5 +1,5 @@
-"""Per-rank memory estimate: weights, KV pools, CUDA-graph pools, stream buffers, runtime reserve;
-and whether the plan fits.
+"""Per-rank memory estimate: weights, KV pools (and on CPU their decode mirrors), CUDA-graph pools,
+stream buffers, runtime reserve; and whether the plan fits.
 
 Each line keeps the arithmetic that produced it, so a rank that does not fit can print why, and
 `wgc inspect` can show the same table. The graph-pool and reserve constants are estimates
@@ -35,7 +35,7 @@ RUNTIME_RESERVE: dict[str, int] = {"cuda": 2**30, "cpu": 0}
 
 @dataclass(frozen=True)
 class MemoryLine:
-    kind: str  # "weights" | "kv pool" | "cuda graphs" | "stream" | "reserve"
+    kind: str  # "weights" | "kv pool" | "kv mirror" | "cuda graphs" | "stream" | "reserve"
     owner: str  # the component or stream ("" for the reserve)
     bytes: int
     formula: str  # the arithmetic, as printed
@@ -111,6 +111,8 @@ def estimate(placement: Placement, facts: ProgramFacts) -> MemoryTable:
                 line, capacity = _kv_pool(comp, f, rank, cluster.memory)
                 lines.append(line)
                 kv.append(capacity)
+                if cluster.device == "cpu" and line.bytes:
+                    lines.append(_kv_mirror(line))
             if cluster.device == "cuda" and comp.engine.cuda_graph_buckets:
                 lines.append(_graphs(comp, f))
         for stream in facts.streams.values():
@@ -155,6 +157,13 @@ def _kv_pool(comp: ComponentPlacement, f: ComponentFacts, rank: int, memory: int
     return MemoryLine("kv pool", comp.name, pool, formula), capacity
 
 
+def _kv_mirror(pool: MemoryLine) -> MemoryLine:
+    """A CPU kv component's decode step keeps a dense copy of its batch's K/V across steps
+    (runtime/engines/kv_mirror.py), bounded by the pool's own bytes: counted at that bound, as the
+    pool is, though it grows only with the batch and is never allocated with WGC_CPU_KV_MIRROR=0."""
+    return MemoryLine("kv mirror", pool.owner, pool.bytes, "the kv pool again, at most (the CPU decode mirror)")
+
+
 def _graphs(comp: ComponentPlacement, f: ComponentFacts) -> MemoryLine:
     buckets, hidden = comp.engine.cuda_graph_buckets, f.ints.get("hidden")
     total, formula = len(buckets) * GRAPH_FIXED_BYTES, f"{len(buckets)} × {fmt_bytes(GRAPH_FIXED_BYTES)}"
@@ -195,6 +204,8 @@ def _stream(stream: StreamFacts, placement: Placement, facts: ProgramFacts, cons
 ADVICE: dict[str, str] = {
     "weights": "raise its tp, or move it or another component to another rank",
     "kv pool": "lower its kv_memory_fraction or kv_memory",
+    "kv mirror": "lower its kv_memory_fraction or kv_memory (the mirror holds at most the pool again), or serve "
+                 "with WGC_CPU_KV_MIRROR=0",
     "cuda graphs": "capture fewer or smaller cuda_graph_buckets",
     "stream": "lower the stream's capacity in [streams.NAME]",
     "reserve": "use a device with more memory",

@@ -27,7 +27,7 @@ import msgspec
 
 MAGIC = b"WGCPLAN\0"
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 0
+FORMAT_MINOR = 1  # 1.1 added MemoryRow.mirror_bytes: additive, a 1.0 reader skips the field it does not know
 
 _LENGTHS = struct.Struct("<8sHHIQ")  # magic, major, minor, header length, body length
 _CRC = struct.Struct("<I")

@@ -330,6 +330,7 @@ class MemoryRow(Struct, frozen=True):
     kv_bytes: int
     graph_bytes: int
     stream_bytes: int
+    mirror_bytes: int = 0  # a CPU rank's decode mirrors of its KV pools, at most (a plan written before: 0)
 
 
 class Setting(Struct, frozen=True):

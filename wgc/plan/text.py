@@ -150,11 +150,11 @@ def _mib(n: int) -> str:
 
 
 def _memory(plan: m.Plan) -> list[str]:
-    out = ["memory per rank:", f"  {'rank':<5} {'weights':>14} {'kv pool':>14} {'cuda graphs':>14} {'streams':>14} "
-           f"{'total':>14} {'capacity':>14}"]
+    out = ["memory per rank:", f"  {'rank':<5} {'weights':>14} {'kv pool':>14} {'kv mirror':>14} {'cuda graphs':>14} "
+           f"{'streams':>14} {'total':>14} {'capacity':>14}"]
     for r in plan.memory:
-        total = r.weights_bytes + r.kv_bytes + r.graph_bytes + r.stream_bytes
+        total = r.weights_bytes + r.kv_bytes + r.mirror_bytes + r.graph_bytes + r.stream_bytes
         cap = _mib(r.capacity_bytes) if r.capacity_bytes else "unbounded"
-        out.append(f"  {r.rank:<5} {_mib(r.weights_bytes):>14} {_mib(r.kv_bytes):>14} {_mib(r.graph_bytes):>14} "
-                   f"{_mib(r.stream_bytes):>14} {_mib(total):>14} {cap:>14}")
+        out.append(f"  {r.rank:<5} {_mib(r.weights_bytes):>14} {_mib(r.kv_bytes):>14} {_mib(r.mirror_bytes):>14} "
+                   f"{_mib(r.graph_bytes):>14} {_mib(r.stream_bytes):>14} {_mib(total):>14} {cap:>14}")
     return out
