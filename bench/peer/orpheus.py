@@ -7,8 +7,9 @@ requests of a level at once: audio-seconds per wall-second and time to first aud
 Three wgc servers are driven beside the peer, in turn, ROUNDS times at every level (the best round
 of each kept): the plan's codec decoding whole windows (WGC_SNAC_WHOLE_WINDOWS=1, as before it
 computed only each window's kept frame), the kept-region codec, and the kept-region codec with the
-LM and the codec on two ranks (placements/orpheus-cpu2.toml). The peer table shows `main`; a
-second table shows every variant."""
+LM and the codec on two ranks (placements/orpheus-cpu2.toml). The peer table shows `main`, and
+beside its best rounds' ratio each round's own (`main` and the peer driven in that round); a second
+table shows every variant."""
 
 from __future__ import annotations
 
@@ -63,12 +64,18 @@ def orpheus_rows(directory: Path, snac: Path, plan: Path, python: str, out: Path
         peer.ask(op="speak", prompts=[prompt], max_tokens=max_tokens, **SAMPLING)
         for c in levels:
             best: dict[str, dict[str, float]] = {}
+            paired: list[float] = []  # each round's `main` / peer audio-s/s, the two driven in one round
             for _ in range(rounds):
+                this_round: dict[str, dict[str, float]] = {}
                 for name, served in servers.items():
-                    keep_best(best, name, drive("speech", served.url, [body] * c, c).summary())
-                keep_best(best, "peer", peer_row(peer.ask(op="speak", prompts=[prompt] * c, max_tokens=max_tokens,
-                                                          **SAMPLING)))
-            rows.append({"concurrency": c, "wgc": best[main], "peer": best["peer"], "variants": best})
+                    this_round[name] = drive("speech", served.url, [body] * c, c).summary()
+                this_round["peer"] = peer_row(peer.ask(op="speak", prompts=[prompt] * c, max_tokens=max_tokens,
+                                                       **SAMPLING))
+                for name, row in this_round.items():
+                    keep_best(best, name, row)
+                paired.append(this_round[main]["audio_per_wall"] / this_round["peer"]["audio_per_wall"])
+            rows.append({"concurrency": c, "wgc": best[main], "peer": best["peer"], "variants": best,
+                         "paired": paired})
             print(f"orpheus c={c}: " + ", ".join(f"{k} {v['audio_per_wall']:.2f} audio-s/s (TTFA p50 "
                                                   f"{v['ttft_p50'] * 1e3:.0f} ms)" for k, v in best.items()), flush=True)
     finally:

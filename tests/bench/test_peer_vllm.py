@@ -51,3 +51,4 @@ def test_the_tables_mark_each_goal_from_the_ratios() -> None:
     row = {"concurrency": 4, "wgc": {"audio_per_wall": 16.0, "ttft_p50": 0.1, "ttft_p99": 0.1},
            "peer": {"audio_per_wall": 10.0, "ttft_p50": 0.1, "ttft_p99": 0.12}}
     assert "| 1.60 |" in report.orpheus_table([row]) and "| met |" in report.orpheus_table([row])
+    assert "| 1.60 | 1.48, 1.61 | 100 / 100 |" in report.orpheus_table([{**row, "paired": [1.48, 1.61]}])
