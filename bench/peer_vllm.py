@@ -111,14 +111,8 @@ def main() -> int:
                                               args.vllm_python, OUT, ints(args.orpheus_concurrency),
                                               args.orpheus_tokens, rounds=args.orpheus_rounds)
     sizes = ", ".join(f"{m} = {parameters(SHAPES[m]):,} parameters" for m in models)
-    text = [f"wgc {commit} vs vLLM {version}; {sizes}"]
-    for key, table in (("engine", report.engine_table), ("serving", report.serving_table),
-                       ("orpheus", report.orpheus_table)):
-        if results.get(key):
-            text += ["", f"### {key}", "", table(results[key])]
-    print("\n".join(text))
-    (OUT / "peer_vllm.md").write_text("\n".join(text) + "\n", encoding="utf-8")
-    report.plot(results, OUT / "peer_vllm.png")
+    heading = f"wgc {commit} vs vLLM {version}; {sizes}"
+    report.write(results, heading, OUT)
     return 0
 
 

@@ -100,3 +100,20 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     print(f"wrote {path}")
+
+
+def write(results: dict[str, list[dict[str, Any]]], heading: str, out: Path) -> None:
+    """Each table run to a file of its own with its plot (peer_vllm-<table>.md / .png), so a run of one
+    table (`--only orpheus`) leaves the others' last results in place; peer_vllm.md gathers the latest
+    of every table, each under the heading (commit, vLLM version) of the run that measured it."""
+    tables = {"engine": engine_table, "serving": serving_table, "orpheus": orpheus_table}
+    out.mkdir(parents=True, exist_ok=True)
+    for key, table in tables.items():
+        if results.get(key):
+            section = f"### {key}\n\n{heading}\n\n{table(results[key])}\n"
+            print(section, flush=True)
+            (out / f"peer_vllm-{key}.md").write_text(section, encoding="utf-8")
+            plot({key: results[key]}, out / f"peer_vllm-{key}.png")
+    sections = [out / f"peer_vllm-{key}.md" for key in tables]
+    (out / "peer_vllm.md").write_text("\n".join(p.read_text(encoding="utf-8") for p in sections if p.exists()),
+                                      encoding="utf-8")

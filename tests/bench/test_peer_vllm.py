@@ -52,3 +52,16 @@ def test_the_tables_mark_each_goal_from_the_ratios() -> None:
            "peer": {"audio_per_wall": 10.0, "ttft_p50": 0.1, "ttft_p99": 0.12}}
     assert "| 1.60 |" in report.orpheus_table([row]) and "| met |" in report.orpheus_table([row])
     assert "| 1.60 | 1.48, 1.61 | 100 / 100 |" in report.orpheus_table([{**row, "paired": [1.48, 1.61]}])
+
+
+def test_a_run_of_one_table_keeps_the_others_last_results(tmp_path: Path) -> None:
+    engine = [{"model": "34m", "batch": 8, "wgc": 130.0, "vllm": 100.0, "same": True, "paired": [1.3]}]
+    orpheus = [{"concurrency": 4, "wgc": {"audio_per_wall": 16.0, "ttft_p50": 0.1, "ttft_p99": 0.1},
+                "peer": {"audio_per_wall": 10.0, "ttft_p50": 0.1, "ttft_p99": 0.12}, "paired": [1.6]}]
+    report.write({"engine": engine}, "wgc aaa vs vLLM 0.32.0", tmp_path)
+    report.write({"orpheus": orpheus}, "wgc bbb vs vLLM 0.32.0", tmp_path)
+    gathered = (tmp_path / "peer_vllm.md").read_text(encoding="utf-8")
+    assert gathered.index("### engine") < gathered.index("wgc aaa") < gathered.index("### orpheus") \
+        < gathered.index("wgc bbb")
+    assert "| 34m | 8 |" in gathered and "| 4 | 16.00 | 10.00 | 1.60 |" in gathered
+    assert not (tmp_path / "peer_vllm-serving.md").exists()
