@@ -2,11 +2,12 @@
 
 What a kv component does per decode step, without the runtime around it: `KVCacheEngine.stepping`
 (pages, positions, plan), the Llama forward over the pages with logits at each row's last token
-only, greedy `sampling.sample`, `commit`. Two shapes from issue 18 — 0.7M parameters (the tiny
+only, greedy `sampling.sample`, `commit`. The two shapes of the vLLM comparison (bench/peer/
+checkpoints.py SHAPES, so the two benches' cells are the same models) — 0.7M parameters (the tiny
 Llama preset, Orpheus tiny's decoder over a 512-id vocabulary) and 34M (hidden 512, 8 layers, 8
-heads of 64, MLP 2048) — at batch 1, 8 and 32; prompt 32 tokens, 64 greedy tokens, one torch
-thread. Two engines on the same weights, each timed in turn within every round (the fastest round
-counts, these CPUs are noisy):
+heads and 4 kv heads of 64, MLP 1536, an 8,192-id vocabulary) — at batch 1, 8 and 32; prompt 32
+tokens, 64 greedy tokens, one torch thread. Two engines on the same weights, each timed in turn
+within every round (the fastest round counts, these CPUs are noisy):
 - `plain`: every product through F.linear (WGC_CPU_PACKED_LINEAR=0's path) and every step planned
   by the general plan (`TorchAttention(fast_decode=False)`);
 - `fast`: the products through oneDNN over packed weights (runtime/engines/cpu_linear.py, what a
@@ -22,7 +23,7 @@ import argparse
 import copy
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,6 +37,7 @@ from wgc.runtime.engines.cpu_linear import pack_linears  # noqa: E402
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, Write  # noqa: E402
 from wgc.runtime.engines.sampling import SamplingParams, sample  # noqa: E402
 
+from bench.peer.checkpoints import SHAPES  # noqa: E402
 from bench.plotting import pyplot, write_report  # noqa: E402
 
 PAGE_SIZE = 16
@@ -43,9 +45,7 @@ GREEDY = SamplingParams(temperature=0.0)
 
 
 def shapes() -> dict[str, LlamaConfig]:
-    tiny = LlamaConfig.preset("tiny")
-    return {"0.7M": tiny,
-            "34M": replace(tiny, hidden=512, layers=8, heads=8, kv_heads=8, head_dim=64, intermediate=2048)}
+    return {"0.7M": SHAPES["0.7m"], "34M": SHAPES["34m"]}
 
 
 @dataclass
