@@ -129,6 +129,12 @@ def cpu_kv_mirror() -> bool:
     return os.environ.get("WGC_CPU_KV_MIRROR", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def gc_freeze() -> bool:
+    """WGC_GC_FREEZE: 0 keeps a serving process's start-up heap under the cycle collector
+    (runtime/process/heap.py freezes it by default)."""
+    return os.environ.get("WGC_GC_FREEZE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def snac_whole_windows() -> bool:
     """WGC_SNAC_WHOLE_WINDOWS: Orpheus's codec decodes whole windows (default off)."""
     return os.environ.get("WGC_SNAC_WHOLE_WINDOWS", "").strip().lower() in ("1", "true", "yes", "on")

@@ -23,6 +23,7 @@ from wgc.runtime.process.edge_frames import HEADER, InOrder
 from wgc.runtime.process.edge_plan import uses_edges
 from wgc.runtime.process.endpoints import Endpoints
 from wgc.runtime.process.gate import InitGate
+from wgc.runtime.process.heap import freeze_startup_heap
 from wgc.runtime.process.out_batch import OutBatch
 from wgc.runtime.process.tensor_edges import Edges
 from wgc.runtime.protocol.codec import Codec
@@ -111,6 +112,7 @@ class Worker:
     def serve(self) -> str:
         """Report ready (everything loaded and captured), then run until Shutdown or until the parent
         goes away; returns which."""
+        freeze_startup_heap()  # everything is loaded and captured: its objects stay for the process's life
         self.send(COORDINATOR, Ready(self.rank, os.getpid(), self.captures))
         poller = zmq.Poller()
         poller.register(self.inbox, zmq.POLLIN)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wgc.runtime.components.base import Component
+from wgc.runtime.process.heap import gc_counters
 from wgc.runtime.protocol.messages import (
     COORDINATOR,
     Cancel,
@@ -424,6 +425,7 @@ class Executor:
             **self.batcher.stats,
             "deferred": len(self.deferred),
             "held_for_step": self.lockstep.held,
+            **gc_counters(),
         }
         for name, comp in self.components.items():
             for key, value in comp.counters().items():

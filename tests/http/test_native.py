@@ -150,3 +150,12 @@ def test_a_route_the_plan_cannot_serve_is_404_with_the_reason(bagel: Server) -> 
     assert r.json()["error"] == {"message": "model `bagel` emits no audio, so its plan cannot serve this route",
                                  "type": "not_found_error", "param": None, "code": "route_not_supported"}
     assert "/v1/audio/speech" not in httpx.get(f"{bagel.url}/openapi.json").json()["paths"]
+
+
+def test_the_front_end_and_each_rank_froze_their_start_up_heap(toy: Server) -> None:
+    """runtime/process/heap.py: once started, a served process's start-up objects are out of the
+    cycle collector's reach (frozen), in the front end and in each worker."""
+    samples = scrape(toy)
+    assert samples[("wgc_frontend_gc_frozen_objects", ())] > 10_000
+    assert samples[("wgc_rank_counter", (("name", "gc_frozen_objects"), ("rank", "0")))] > 10_000
+    assert ("wgc_frontend_gc_full_collections_total", ()) in samples

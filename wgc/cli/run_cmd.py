@@ -177,6 +177,7 @@ async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_st
                  output_dir: str | None = None, allow_modules: tuple[str, ...] | None = None) -> int:
     from wgc.cli.progress import StartupView
     from wgc.runtime.api import Runtime
+    from wgc.runtime.process.heap import freeze_startup_heap
 
     view = StartupView()  # the ranks' start-up on stderr: bars on a terminal, lines otherwise
     try:
@@ -184,6 +185,7 @@ async def _serve(plan_file: str, fake: bool, docs: list[dict[str, Any]], from_st
                                       on_progress=view)
     finally:
         view.close()
+    freeze_startup_heap()  # a --stdin session serves for as long as its input lasts
     async with started as runtime:
         files = None
         if output_dir is None:
@@ -214,6 +216,7 @@ async def _serve_http(plan_file: str, address: Any, options: Any) -> int:
     from wgc.cli.progress import StartupView
     from wgc.plan.file import load_plan
     from wgc.runtime.http.serving.server import serve
+    from wgc.runtime.process.heap import freeze_startup_heap
     from wgc.runtime.process.modules import allowed_prefixes, check_components
 
     _, plan = load_plan(plan_file)
@@ -223,6 +226,7 @@ async def _serve_http(plan_file: str, address: Any, options: Any) -> int:
 
     def ready(line: dict[str, Any]) -> None:
         view.close()  # the bars end before the ready line
+        freeze_startup_heap()  # the front end's start-up objects stay for the process's life
         _json_line(line)
 
     try:

@@ -6,7 +6,9 @@ Read from the ranks at each scrape (`runtime.health()` counters, keyed by the pl
 names): whether each rank is up, KV pages used and free per rank and component, batched calls
 and the runs they held (mean batch size = runs / batched calls), and per component entry, when a
 component reports them as `<entry>.calls`, `<entry>.items` and `<entry>.compute_us`, its batches,
-batched items and compute time. Every other counter appears as `wgc_rank_counter`.
+batched items and compute time. Every other counter appears as `wgc_rank_counter` (a rank's cycle
+collector among them: `gc_frozen_objects`, `gc_full_collections`); the front end's own collector is
+`wgc_frontend_gc_frozen_objects` and `wgc_frontend_gc_full_collections` (runtime/process/heap.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from wgc.runtime.process.heap import gc_counters
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _ENTRY_COUNTERS = {"calls": "wgc_component_batches", "items": "wgc_component_batch_items",
@@ -82,6 +85,20 @@ class RankCollector:
             entries[_ENTRY_COUNTERS[stat]].add_metric([rank, component, entry], value * scale)
 
 
+class FrontendGc:
+    """The front end's own cycle collector (runtime/process/heap.py); each rank's is in its counters."""
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        counters = gc_counters()
+        yield GaugeMetricFamily("wgc_frontend_gc_frozen_objects", "objects the front end froze after start-up",
+                                value=counters["gc_frozen_objects"])
+        yield CounterMetricFamily("wgc_frontend_gc_full_collections", "full collections of the front end's heap",
+                                  value=counters["gc_full_collections"])
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
@@ -104,6 +121,7 @@ class Metrics:
                                  "they ended (the client left, a timeout, a stop string)", registry=r)
         self.ranks = RankCollector()
         r.register(self.ranks)  # type: ignore[arg-type]
+        r.register(FrontendGc())  # type: ignore[arg-type]
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
