@@ -1,0 +1,69 @@
+"""wgc/placement/text.py, the placement read from an editor's text, gives what `load_placement`
+gives from the file: the same placement and diagnostics for every shipped placement (against its
+model) and every error example (against its stand-in program)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.placement.helpers import MODELS, PLACEMENTS, parse_file, stand_in
+from tests.placement.test_errors import EXAMPLES, read_expected
+from wgc.lang import ast
+from wgc.placement import load_placement
+from wgc.placement.load import _norm
+from wgc.placement.text import load_placement_text, read_placement_text
+
+SHIPPED = sorted(PLACEMENTS.glob("*.toml"))
+
+
+def _program_for(placement: Path) -> ast.Program:
+    """The model a shipped placement names (its own `model` or its base's), else orpheus: the
+    generic placements serve any model."""
+    tree, _, _ = read_placement_text(placement, placement.read_text(encoding="utf-8"))
+    named = tree.get("model") if tree is not None else None
+    wanted = _norm(str(named.value)) if named is not None else "orpheus"
+    [walk] = [p for p in MODELS.glob("*.walk") if _norm(p.stem) == wanted]
+    return parse_file(walk)
+
+
+def _same(path: Path, program: ast.Program) -> None:
+    from_file = load_placement(path, program)
+    from_text = load_placement_text(path, path.read_text(encoding="utf-8"), program)
+    assert from_text == from_file
+
+
+@pytest.mark.parametrize("placement", SHIPPED, ids=lambda p: p.stem)
+def test_a_shipped_placement_reads_the_same_from_its_text(placement: Path) -> None:
+    _same(placement, _program_for(placement))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_an_error_example_reads_the_same_from_its_text(example: Path) -> None:
+    program, _ = read_expected(example)
+    _same(example, stand_in(program))
+
+
+@pytest.mark.parametrize("extends", ['3', '""', '"p.toml"', '"missing.toml"', '"base.toml"'])
+def test_a_bad_extends_in_the_text_is_reported_as_from_the_file(tmp_path: Path, extends: str) -> None:
+    (tmp_path / "base.toml").write_text('extends = "p.toml"\n[cluster]\nranks = 1\n', encoding="utf-8")
+    path = tmp_path / "p.toml"
+    path.write_text(f'extends = {extends}\n[cluster]\ndevice = "cpu"\n', encoding="utf-8")
+    _same(path, stand_in("orpheus"))
+    assert load_placement(path, stand_in("orpheus"))[1]  # each one is an error
+
+
+def test_the_text_is_read_not_the_file(tmp_path: Path) -> None:
+    on_disk = tmp_path / "p.toml"
+    on_disk.write_text('[cluster]\ndevice = "cpu"\nranks = 1\n', encoding="utf-8")
+    _, diags = load_placement_text(on_disk, '[cluster\n', stand_in("orpheus"))
+    assert [(d.code, d.span.file, d.span.line) for d in diags] == [("P001", str(on_disk), 1)]
+
+
+def test_a_base_is_resolved_beside_the_top_file_even_when_that_file_is_not_saved(tmp_path: Path) -> None:
+    (tmp_path / "base.toml").write_text('[cluster]\ndevice = "cpu"\nranks = 1\n', encoding="utf-8")
+    tree, sources, diags = read_placement_text(tmp_path / "unsaved.toml", 'extends = "base.toml"\nmodel = "x"\n')
+    assert diags == [] and tree is not None
+    assert sources == (str(tmp_path / "base.toml"), str(tmp_path / "unsaved.toml"))
+    assert tree.get("cluster") is not None and tree.get("model") is not None
