@@ -26,10 +26,10 @@ async def client(lsp_client: LanguageClient):
 _SENT: dict[str, str] = {}
 
 
-def open_document(client: LanguageClient, uri: str, text: str) -> None:
+def open_document(client: LanguageClient, uri: str, text: str, language_id: str = "walk") -> None:
     _SENT[uri] = text
     client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id="walk", version=1, text=text)))
+        text_document=types.TextDocumentItem(uri=uri, language_id=language_id, version=1, text=text)))
 
 
 def lsp_position(text: str, offset: int) -> types.Position:

@@ -154,6 +154,10 @@ class Documents:
         doc = self._docs.get(uri)
         return doc.current if doc is not None else None
 
+    def analyses(self) -> list[Analysis]:
+        """The latest analysis of every open document."""
+        return [doc.current for doc in self._docs.values()]
+
     def view(self, uri: str) -> View | None:
         """What position requests read for `uri` (None if it is not open); see `View`."""
         doc = self._docs.get(uri)

@@ -6,6 +6,11 @@ diagnostics published; requests read the latest analysis, except that while the 
 definition, references and the outline read the last one that did, mapped onto the current text
 (document.View). A handler that fails, on any text, logs the error (stderr and window/logMessage)
 and answers empty: one bad document must never stop the server.
+
+TOML documents are placements or nothing (wgc/lsp/placement_rule.py): a placement is checked on
+open and on every change as `wgc compile` checks it, against the program its `model` names
+(wgc/lsp/placement_check.py); a `.walk` opened, edited or closed where such a program is looked
+for checks the open placements again. Only diagnostics: the requests answer nothing for TOML.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from lsprotocol import types
@@ -28,7 +34,11 @@ from wgc.lsp.document import Documents, View
 from wgc.lsp.hover import hover_text
 from wgc.lsp.index import Occurrence
 from wgc.lsp.mapping import Edit
+from wgc.lsp.placement_check import check_placement
+from wgc.lsp.placement_diagnostics import placement_to_lsp
+from wgc.lsp.placement_rule import has_toml_name, is_placement, is_toml
 from wgc.lsp.positions import UTF16, LineTable
+from wgc.lsp.programs import Programs
 from wgc.lsp.symbols import document_symbols
 
 log = logging.getLogger("wgc.lsp")
@@ -57,6 +67,10 @@ class WalkLanguageServer:
     def __init__(self) -> None:
         self.server = LanguageServer("wgc", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.docs = Documents()
+        # Open TOML documents (wgc/lsp/placement_rule.py), never analysed as .walk; for each one
+        # checked as a placement, the directories its program was looked for in.
+        self.tomls: dict[str, tuple[Path, ...]] = {}
+        self.programs = Programs()
 
     # ---- plumbing ---------------------------------------------------------------------------
 
@@ -99,12 +113,44 @@ class WalkLanguageServer:
         diagnostics = to_lsp(analysis, self.lines(text), uri)
         self.server.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
+        self.recheck_placements(analysis.file)
+
+    def refresh_toml(self, uri: str, version: int | None) -> None:
+        """Check a TOML document as `wgc compile` checks a placement, if it is one; publish the result
+        (nothing for TOML that is not a placement, so one that stops being one is cleared)."""
+        text = self.server.workspace.get_text_document(uri).source
+        path = to_fs_path(uri)
+        if path is None or not has_toml_name(uri) or not is_placement(text):
+            self.tomls[uri] = ()
+            diagnostics: list[types.Diagnostic] = []
+        else:
+            root = self.server.workspace.root_path
+            check = check_placement(Path(path), text, Path(root) if root else None, self.programs,
+                                    self.docs.analyses())
+            self.tomls[uri] = tuple(_identity(d) for d in check.searched)
+            diagnostics = placement_to_lsp(check, text, uri, self.lines)
+        self.server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
+
+    def recheck_placements(self, walk_file: str) -> None:
+        """A .walk was opened, edited or closed: check again the open placements whose program may be it."""
+        here = _identity(Path(walk_file).parent)
+        for uri, searched in list(self.tomls.items()):
+            if here in searched:
+                self.refresh_toml(uri, self.server.workspace.get_text_document(uri).version)
 
     def did_open(self, params: types.DidOpenTextDocumentParams) -> None:
-        self.refresh(params.text_document.uri, params.text_document.version)
+        doc = params.text_document
+        if is_toml(doc.uri, doc.language_id):
+            self.refresh_toml(doc.uri, doc.version)
+        else:
+            self.refresh(doc.uri, doc.version)
 
     def did_change(self, params: types.DidChangeTextDocumentParams) -> None:
         uri = params.text_document.uri
+        if uri in self.tomls:
+            self.refresh_toml(uri, params.text_document.version)
+            return
         before = self.docs.get(uri)
         edits = None
         if before is not None:
@@ -116,9 +162,13 @@ class WalkLanguageServer:
         self.refresh(uri, params.text_document.version, edits)
 
     def did_close(self, params: types.DidCloseTextDocumentParams) -> None:
-        self.docs.close(params.text_document.uri)
-        self.server.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+        uri = params.text_document.uri
+        closed = self.docs.get(uri)
+        self.tomls.pop(uri, None)
+        self.docs.close(uri)
+        self.server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        if closed is not None:  # its placements now read the program from disk
+            self.recheck_placements(closed.file)
 
     # ---- requests ------------------------------------------------------------------------------
 
@@ -195,6 +245,14 @@ def replay(text: str, changes: list[types.TextDocumentContentChangeEvent],
         edits.append((start, end, len(change.text)))
         text = text[:start] + change.text + text[end:]
     return text, edits
+
+
+def _identity(path: Path) -> str:
+    """One spelling per directory, to tell whether a .walk lies where a placement's program was looked for."""
+    try:
+        return str(path.resolve())
+    except OSError:
+        return str(path.absolute())
 
 
 def build_server() -> LanguageServer:
