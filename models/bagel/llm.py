@@ -7,7 +7,10 @@ page tables; a (request, label) twice in one call list runs in a second wave):
     prefill_vae(x [N, hidden])    the same block; the N latent rows through the gen expert
     decode(prev, temperature) -> token   one token, und, causal, written; greedy at 0
     init_latents(height, width[, seed]) -> [N, 64]   the flow's starting noise
-    velocity(z [N, 64], t) -> [N, 64]    `<|vision_start|> latents <|vision_end|>` in gen mode, read only
+    velocity(z [N, 64], t, needed) -> [N, 64]   `<|vision_start|> latents <|vision_end|>` in gen mode,
+                                  read only; a call with needed 0 (a guidance branch combine.step will
+                                  not read: combine.reads_text / reads_image) runs no forward and gives
+                                  [0, 64]; only the needed calls of a batch go into the forward
 Every entry takes `cache=` (the call's label: main, cfg_text, cfg_img). Tokens in and out are Qwen
 ids (`vocab.py` maps the tiny preset's compact ids at this boundary).
 
@@ -44,6 +47,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +80,16 @@ def _rows(call: Call) -> int:
     """Rows of a block call's tensor argument (0 when it is not one: the entry itself then fails it)."""
     x = call.args[0] if call.args else None
     return int(x.shape[0]) if isinstance(x, Tensor) and x.dim() >= 1 else 0
+
+
+def _is_needed(call: Call) -> bool:
+    """A velocity call's `needed` (its third argument; absent: needed): 1 or 0, else a CallError."""
+    if len(call.args) < 3:
+        return True
+    flag = call.args[2]
+    if not isinstance(flag, Real) or float(flag) not in (0.0, 1.0):
+        raise CallError(call.request, f"velocity: `needed` must be 1 or 0, found {flag!r}")
+    return bool(flag)
 
 
 Build = Callable[[Prepared], tuple[Tensor, Tensor | None]]  # a step's input rows [N, hidden], gen mask [N]
@@ -118,7 +132,8 @@ class LanguageModel(TinyPreset, KVComponent):
         self.kv = KVCacheEngine.for_spec(spec.settings, geometry, self.torch_device, DEFAULT_PAGE_SIZE, plan_ahead)
         self._prompts: dict[tuple[int, str], list[int]] = {}  # a chunked prefill's model ids, until its last chunk
         self._latent_hw: dict[int, tuple[int, int]] = {}  # request -> latent grid (h, w) in tokens
-        self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0}
+        # velocities / velocities_skipped: velocity calls computed, and those whose `needed` was 0
+        self.stats = {"forwards": 0, "tokens_in": 0, "tokens_out": 0, "velocities": 0, "velocities_skipped": 0}
         random = f"{c.name} {'config' if config is not None else 'preset'}, random weights"
         self.source = random if directory is None else str(directory)
         announce("bagel", spec.name, KNOB if fallback else None, "the tiny preset", self.source, self._where())
@@ -313,21 +328,34 @@ class LanguageModel(TinyPreset, KVComponent):
         return out
 
     def velocity(self, calls: list[Call]) -> list[Any]:
-        def run(wave: list[Call]) -> list[Any]:
-            zs = [self._rows_arg(c, TOKEN_DIM, "z") for c in wave]
-            ids = [self._latent_ids(c, z.shape[0]) for c, z in zip(wave, zs)]
-            writes = [Write(c.request, self.label_of(c), None, z.shape[0] + 2, block=True) for c, z in zip(wave, zs)]
+        """The needed calls' velocities from one forward (per wave); a skipped call's is `not_computed`."""
+        needed = []
+        for c in calls:
+            self._checked_rows(c, TOKEN_DIM, "z")  # a bad z fails its call whether it is needed or not
+            needed.append(_is_needed(c))
+        run = [c for c, n in zip(calls, needed) if n]
+        self.stats["velocities_skipped"] += len(calls) - len(run)
+        computed = iter(self.waves(run, self._velocities) if run else [])
+        return [next(computed) if n else self.not_computed() for n in needed]
 
-            def build(_: Prepared) -> tuple[Tensor, Tensor | None]:
-                latents = [self.adapter.embed(z, float(c.args[1]), i) for c, z, i in zip(wave, zs, ids)]  # [n, hidden]
-                return self._block_rows(latents, gen_middle=True)
+    def not_computed(self) -> Tensor:
+        """The value of a velocity nobody reads: [0, 64] in the output dtype (combine.step reads none)."""
+        return torch.empty(0, TOKEN_DIM, dtype=self.out_dtype, device=self.torch_device)
 
-            _, hidden = self._step(writes, "prefix", False, build)
-            sizes = [z.shape[0] for z in zs]
-            blocks = hidden.split([n + 2 for n in sizes])  # each [n + 2, hidden]
-            return [self.adapter.velocity(b[1:-1]).to(self.out_dtype) for b in blocks]  # each [n, 64]
+    def _velocities(self, wave: list[Call]) -> list[Any]:
+        zs = [self._rows_arg(c, TOKEN_DIM, "z") for c in wave]
+        ids = [self._latent_ids(c, z.shape[0]) for c, z in zip(wave, zs)]
+        writes = [Write(c.request, self.label_of(c), None, z.shape[0] + 2, block=True) for c, z in zip(wave, zs)]
 
-        return self.waves(calls, run)
+        def build(_: Prepared) -> tuple[Tensor, Tensor | None]:
+            latents = [self.adapter.embed(z, float(c.args[1]), i) for c, z, i in zip(wave, zs, ids)]  # [n, hidden]
+            return self._block_rows(latents, gen_middle=True)
+
+        _, hidden = self._step(writes, "prefix", False, build)
+        self.stats["velocities"] += len(wave)
+        sizes = [z.shape[0] for z in zs]
+        blocks = hidden.split([n + 2 for n in sizes])  # each [n + 2, hidden]
+        return [self.adapter.velocity(b[1:-1]).to(self.out_dtype) for b in blocks]  # each [n, 64]
 
     def _latent_ids(self, call: Call, n: int) -> Tensor:
         seq = self.kv.seq(call.request, self.label_of(call))
@@ -340,11 +368,15 @@ class LanguageModel(TinyPreset, KVComponent):
         return latent_ids(int(hw[0]), int(hw[1]), self.config.latent_grid).to(self.torch_device)
 
     def _rows_arg(self, call: Call, width: int, name: str) -> Tensor:
+        return self._checked_rows(call, width, name).to(self.torch_device, self.dtype)
+
+    def _checked_rows(self, call: Call, width: int, name: str) -> Tensor:
+        """The call's first argument, a tensor [N > 0, width] as given, or its CallError."""
         x = call.args[0]
         if not isinstance(x, Tensor) or x.dim() != 2 or x.shape[1] != width or x.shape[0] == 0:
             shape = list(x.shape) if isinstance(x, Tensor) else type(x).__name__
             raise CallError(call.request, f"{self.spec.name}: `{name}` must be a tensor [N, {width}], found {shape}")
-        return x.to(self.torch_device, self.dtype)
+        return x
 
     # ---- batching, per-request state -----------------------------------------------------------
 

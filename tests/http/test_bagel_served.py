@@ -17,6 +17,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
+from wgc.models.bagel.guidance import Guidance, schedule
 
 from tests.http.server import API_KEY, ROOT, Server, compile_plan
 
@@ -156,3 +157,25 @@ def test_an_image_that_is_not_an_image_is_400_naming_it(fused: Server) -> None:
         client(fused).chat.completions.create(model="bagel", max_tokens=4, messages=[{"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,bm90IGEgcG5n"}}]}])
     assert err.value.code == "invalid_media" and err.value.param == "messages[0].content[0]"
+
+
+def _velocity_counts(server: Server) -> tuple[int, int]:
+    """(llm.velocities, llm.velocities_skipped) over the ranks: /health asks each rank its counters now."""
+    ranks = httpx.get(f"{server.url}/health").json()["ranks"]
+    return tuple(sum(r["counters"].get(f"llm.{key}", 0) for r in ranks)  # type: ignore[return-value]
+                 for key in ("velocities", "velocities_skipped"))
+
+
+def test_an_edit_computes_the_image_branch_and_text_to_image_skips_it(fused: Server) -> None:
+    """/v1/images/edits applies the walk's edit_* defaults, so its cfg_img velocities are computed; a
+    text-to-image request at the params' defaults computes none (its branch is never read)."""
+    t2i = Guidance()
+    edits = Guidance(image_scale=EDIT["cfg_img_scale"], interval=(EDIT["cfg_interval_low"], 1.0))
+    ts = schedule(QUICK["steps"], 3.0).tolist()[:-1]  # the t of each Euler update at the default shift
+    assert sum(map(t2i.uses_image, ts)) == 0 < sum(map(edits.uses_image, ts))  # the two cases differ
+    for run, g in ((lambda: generate(fused, 9), t2i), (lambda: edit(fused), edits)):
+        before = _velocity_counts(fused)
+        run()
+        after = _velocity_counts(fused)
+        computed = len(ts) + sum(map(g.active, ts)) + sum(map(g.uses_image, ts))
+        assert (after[0] - before[0], after[1] - before[1]) == (computed, 3 * len(ts) - computed)
