@@ -68,8 +68,8 @@ class WalkLanguageServer:
         self.server = LanguageServer("wgc", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.docs = Documents()
         # Open TOML documents (wgc/lsp/placement_rule.py), never analysed as .walk; for each one
-        # checked as a placement, the directories its program was looked for in.
-        self.tomls: dict[str, tuple[Path, ...]] = {}
+        # checked as a placement, the directories its program was looked for in (resolved).
+        self.tomls: dict[str, tuple[str, ...]] = {}
         self.programs = Programs()
 
     # ---- plumbing ---------------------------------------------------------------------------
