@@ -22,7 +22,7 @@ def test_a_check_that_raises_is_one_error_at_the_top(monkeypatch: pytest.MonkeyP
     def crash(path: Path, text: str) -> None:
         raise RecursionError("deep\nin the reader")
 
-    monkeypatch.setattr(placement_check, "read_placement_text", crash)
+    monkeypatch.setattr(placement_check, "load_with_bases", crash)
     with caplog.at_level(logging.ERROR):
         check = check_placement(tmp_path / "p.toml", "[cluster]\n", tmp_path, Programs(), [])
     assert "checking placement" in caplog.text

@@ -16,7 +16,6 @@ from wgc.compile import compile_program
 from wgc.diag.diagnostic import Diagnostic
 from wgc.lsp.positions import LineTable
 from wgc.placement import load_placement
-from wgc.placement.text import load_placement_text
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -82,7 +81,7 @@ async def test_an_unknown_key_is_published_at_its_key_and_cleared_when_it_is_fix
     assert "\nhelp: did you mean `tp`?" in unknown.message
     assert unknown.severity == types.DiagnosticSeverity.Error
     # all of them, each at its place, as wgc compile would report them for this text
-    _, expected = load_placement_text(path, typo, _orpheus())
+    _, expected = load_placement(path, _orpheus(), typo)
     assert [(d.code, d.range) for d in diags] == [(e.code, lsp_range(typo, e)) for e in expected]
 
     assert codes(await changed(client, uri, 3, TP2_TEXT)) == ["W101"]

@@ -2,8 +2,8 @@
 
 The same steps and diagnostics as `wgc compile PROGRAM --placement FILE` (wgc/compile.py): the file
 and its `extends` bases are read (TOML syntax, a missing or cyclic base: these need no program),
-then the placement is checked against the program (wgc/placement/text.py, `load_placement` on
-text). The program is found from the placement's `model` (wgc/lsp/programs.py). Where it cannot
+then the placement is checked against the program (`load_placement` given the editor's text).
+The program is found from the placement's `model` (wgc/lsp/programs.py). Where it cannot
 be checked against one, the server says so once, as an information-level `Notice`: the placement
 names no model, no program declares it, or the program has errors (`wgc compile` would report
 those and check nothing of the placement).
@@ -20,8 +20,8 @@ from wgc.diag.diagnostic import Diagnostic, sort_key
 from wgc.lang.span import Span, point
 from wgc.lsp.document import Analysis
 from wgc.lsp.programs import Programs, search_dirs
-from wgc.placement.document import Node
-from wgc.placement.text import load_placement_text, read_placement_text
+from wgc.placement.document import Node, load_with_bases
+from wgc.placement.load import load_placement
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def check_placement(path: Path, text: str, root: Path | None, programs: Programs
 def _check(path: Path, text: str, dirs: tuple[Path, ...], root: Path | None, programs: Programs,
            open_walks: Iterable[Analysis]) -> PlacementCheck:
     file = str(path)
-    tree, _, diags = read_placement_text(path, text)
+    tree, _, diags = load_with_bases(path, text)
     if tree is None or diags:
         return PlacementCheck(file, tuple(sorted(diags, key=sort_key)), searched=dirs)
     model = tree.get("model")
@@ -80,7 +80,7 @@ def _check(path: Path, text: str, dirs: tuple[Path, ...], root: Path | None, pro
             "(`wgc compile` reports those and checks no placement)\n"
             "help: fix the program's errors; this placement is checked again as it changes", at),
             searched=dirs, program=found.path)
-    placement, problems = load_placement_text(path, text, program)
+    placement, problems = load_placement(path, program, text)
     reported = placement.warnings if placement is not None else tuple(problems)
     return PlacementCheck(file, tuple(reported), searched=dirs, program=found.path)
 

@@ -73,11 +73,13 @@ def dotted(path: KeyPath) -> str:
     return out
 
 
-def read_document(path: Path, file: str, asked_at: Span | None = None) -> tuple[Node | None, list[Diagnostic]]:
-    """Read and parse one file. `file` is the name spans carry; `asked_at` the `extends` that named it."""
+def read_document(path: Path, file: str, asked_at: Span | None = None, text: str | None = None
+                  ) -> tuple[Node | None, list[Diagnostic]]:
+    """Read and parse one file. `file` is the name spans carry; `asked_at` the `extends` that named it;
+    `text` the file's text when the caller holds it (an editor's unsaved copy), else it is read."""
     start = point(file, 1, 1)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8") if text is None else text
     except FileNotFoundError:
         return None, [Diagnostic("P005", f"placement file `{file}` does not exist", asked_at or start)]
     except (OSError, UnicodeDecodeError) as err:
@@ -113,17 +115,18 @@ def _wrap(value: object, path: KeyPath, found: dict[KeyPath, Located], parent: L
     return Node(value, here.key, here.value, path)
 
 
-def load_with_bases(path: Path) -> tuple[Node | None, tuple[str, ...], list[Diagnostic]]:
-    """The merged tree of `path` and its bases, the files read (the base first), and errors."""
+def load_with_bases(path: Path, text: str | None = None) -> tuple[Node | None, tuple[str, ...], list[Diagnostic]]:
+    """The merged tree of `path` and its bases, the files read (the base first), and errors. `text`:
+    the top file's text when the caller holds it (its bases are read from disk, relative to `path`)."""
     diags: list[Diagnostic] = []
     sources: list[str] = []
-    node = _load(path, str(path), None, (), diags, sources)
+    node = _load(path, str(path), None, (), diags, sources, text)
     return node, tuple(sources), diags
 
 
 def _load(path: Path, file: str, asked: Node | None, chain: Chain, diags: list[Diagnostic],
-          sources: list[str]) -> Node | None:
-    doc, errors = read_document(path, file, asked.span if asked else None)
+          sources: list[str], text: str | None = None) -> Node | None:
+    doc, errors = read_document(path, file, asked.span if asked else None, text)
     diags.extend(errors)
     if doc is None:
         return None

@@ -1,6 +1,6 @@
-"""wgc/placement/text.py, the placement read from an editor's text, gives what `load_placement`
-gives from the file: the same placement and diagnostics for every shipped placement (against its
-model) and every error example (against its stand-in program)."""
+"""`load_placement(path, program, text)`, the placement read from text the caller holds (`wgc lsp`:
+the editor's copy), gives what it gives from the file: the same placement and diagnostics for every
+shipped placement (against its model) and every error example (against its stand-in program)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from tests.placement.helpers import MODELS, PLACEMENTS, parse_file, stand_in
 from tests.placement.test_errors import EXAMPLES, read_expected
 from wgc.lang import ast
 from wgc.placement import load_placement
+from wgc.placement.document import load_with_bases
 from wgc.placement.load import _norm
-from wgc.placement.text import load_placement_text, read_placement_text
 
 SHIPPED = sorted(PLACEMENTS.glob("*.toml"))
 
@@ -21,7 +21,7 @@ SHIPPED = sorted(PLACEMENTS.glob("*.toml"))
 def _program_for(placement: Path) -> ast.Program:
     """The model a shipped placement names (its own `model` or its base's), else orpheus: the
     generic placements serve any model."""
-    tree, _, _ = read_placement_text(placement, placement.read_text(encoding="utf-8"))
+    tree, _, _ = load_with_bases(placement, placement.read_text(encoding="utf-8"))
     named = tree.get("model") if tree is not None else None
     wanted = _norm(str(named.value)) if named is not None else "orpheus"
     [walk] = [p for p in MODELS.glob("*.walk") if _norm(p.stem) == wanted]
@@ -30,7 +30,7 @@ def _program_for(placement: Path) -> ast.Program:
 
 def _same(path: Path, program: ast.Program) -> None:
     from_file = load_placement(path, program)
-    from_text = load_placement_text(path, path.read_text(encoding="utf-8"), program)
+    from_text = load_placement(path, program, path.read_text(encoding="utf-8"))
     assert from_text == from_file
 
 
@@ -57,13 +57,13 @@ def test_a_bad_extends_in_the_text_is_reported_as_from_the_file(tmp_path: Path, 
 def test_the_text_is_read_not_the_file(tmp_path: Path) -> None:
     on_disk = tmp_path / "p.toml"
     on_disk.write_text('[cluster]\ndevice = "cpu"\nranks = 1\n', encoding="utf-8")
-    _, diags = load_placement_text(on_disk, '[cluster\n', stand_in("orpheus"))
+    _, diags = load_placement(on_disk, stand_in("orpheus"), '[cluster\n')
     assert [(d.code, d.span.file, d.span.line) for d in diags] == [("P001", str(on_disk), 1)]
 
 
 def test_a_base_is_resolved_beside_the_top_file_even_when_that_file_is_not_saved(tmp_path: Path) -> None:
     (tmp_path / "base.toml").write_text('[cluster]\ndevice = "cpu"\nranks = 1\n', encoding="utf-8")
-    tree, sources, diags = read_placement_text(tmp_path / "unsaved.toml", 'extends = "base.toml"\nmodel = "x"\n')
+    tree, sources, diags = load_with_bases(tmp_path / "unsaved.toml", 'extends = "base.toml"\nmodel = "x"\n')
     assert diags == [] and tree is not None
     assert sources == (str(tmp_path / "base.toml"), str(tmp_path / "unsaved.toml"))
     assert tree.get("cluster") is not None and tree.get("model") is not None
