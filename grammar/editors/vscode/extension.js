@@ -1,5 +1,7 @@
 // The Walk extension: highlighting, snippets and brackets come from package.json; this file
-// starts the language server, `wgc lsp` over stdio, for .walk files. Plain JavaScript, no build.
+// starts the language server, `wgc lsp` over stdio, for .walk files and placement .toml files (the
+// server checks a TOML file only when it is a placement: a top-level [cluster] or extends). Plain
+// JavaScript, no build.
 
 'use strict';
 
@@ -65,8 +67,9 @@ async function startClient() {
     documentSelector: [
       { scheme: 'file', language: 'walk' },
       { scheme: 'untitled', language: 'walk' },
+      { scheme: 'file', pattern: '**/*.toml' },
     ],
-    synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher('**/*.walk') },
+    synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher('**/*.{walk,toml}') },
   };
   client = new LanguageClient('wgc', 'Walk language server (wgc lsp)', serverOptions, clientOptions);
   try {

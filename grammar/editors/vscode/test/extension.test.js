@@ -101,7 +101,8 @@ async function startsConfiguredServer() {
     assert.ok(client, `a client, got ${JSON.stringify(events)}`);
     assert.deepStrictEqual(client.serverOptions, { command: wgc, args: ['lsp'] });
     const selector = client.clientOptions.documentSelector;
-    assert.ok(selector.every((s) => s.language === 'walk'), JSON.stringify(selector));
+    assert.ok(selector.every((s) => s.language === 'walk' || s.pattern === '**/*.toml'), JSON.stringify(selector));
+    assert.ok(selector.some((s) => s.pattern === '**/*.toml'), 'placement files go to the server too');
     assert.ok(events.some((e) => e.kind === 'start'));
     assert.ok(!events.some((e) => e.kind === 'error'), JSON.stringify(events));
     await extension.deactivate();
