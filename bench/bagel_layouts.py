@@ -105,6 +105,7 @@ def layouts(m: LanguageModel, calls: list[Call], repeats: int) -> Row:
     """At a request's first step (its three labels in one call list): what each layout holds, and the
     step's time three ways, interleaved: paged (one forward, as the walk runs it on one rank), paged one
     label at a time, dense one label at a time (BAGEL)."""
+    calls = [c._replace(args=(*c.args[:2], 1)) for c in calls]  # every label computed, whatever the walk skips
     g, request = m.kv.geometry, calls[0].request
     token_bytes = 2 * g.layers * g.kv_heads * g.head_dim * torch.empty((), dtype=g.dtype).element_size()
     labels = [m.label_of(c) for c in calls]
