@@ -1,8 +1,9 @@
 """Loop iterations in step: an instance starting an iteration waits for the others in the same loop.
 
 A round moves every ready instance to its next RUN and batches the RUNs of the same entry. In a
-loop whose body has several RUNs (BAGEL's flow step: two timesteps, the fused velocity, the
-guidance step), two requests whose iterations are out of phase would never meet at the same RUN:
+loop whose body has several RUNs (BAGEL's flow step: two timesteps, the two guidance flags, the
+fused velocity, the guidance step), two requests whose iterations are out of phase would never
+meet at the same RUN:
 each round advances both by one RUN, so a request that arrives while another is mid-iteration
 would run every velocity forward of its own, next to the other's, forever.
 
