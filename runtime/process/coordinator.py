@@ -70,7 +70,7 @@ class Coordinator:
         self.outboxes = [wire.push_socket(self.sync_ctx, ep) for ep in endpoints.ranks]
         self.down: dict[int, str] = {}
         self.core = CoordinatorCore(plan, self.send, fake)
-        self.probes = Probes(lambda rank: self.send(rank, HealthQuery()))
+        self.probes = Probes(lambda rank, counters: self.send(rank, HealthQuery(counters)))
         self.acks: dict[int, AckWait] = {}
         self._task: asyncio.Task[None] | None = None
 

@@ -17,20 +17,21 @@ Reply = Callable[[int, "dict[str, int] | None"], None]  # (rank, counters); None
 
 
 class Probes:
-    def __init__(self, ask: Callable[[int], None]) -> None:
-        self._ask = ask  # sends a HealthQuery to a rank
+    def __init__(self, ask: Callable[[int, bool], None]) -> None:
+        self._ask = ask  # sends a HealthQuery to a rank: (rank, whether it reports its counters)
         self._waiting: dict[int, deque[Reply]] = {}
         self._down: set[int] = set()
 
-    def ask(self, rank: int, reply: Reply) -> None:
+    def ask(self, rank: int, reply: Reply, counters: bool = True) -> None:
         if rank in self._down:
             reply(rank, None)
             return
         self._waiting.setdefault(rank, deque()).append(reply)
-        self._ask(rank)
+        self._ask(rank, counters)
 
     def ask_all(self, ranks: Iterable[int], done: Callable[[dict[int, dict[str, int] | None]], None]) -> None:
-        """Probe every rank in `ranks`; `done` gets every reply once the last one is in."""
+        """Probe every rank in `ranks` as a barrier; `done` gets every reply once the last one is in, each
+        an empty dict (a barrier asks for no counters) or None for a rank that went down."""
         remaining = set(ranks)
         replies: dict[int, dict[str, int] | None] = {}
         if not remaining:
@@ -44,7 +45,7 @@ class Probes:
                 done(replies)
 
         for rank in sorted(remaining):
-            self.ask(rank, reply)
+            self.ask(rank, reply, counters=False)
 
     def answer(self, msg: Health) -> None:
         queue = self._waiting.get(msg.rank)

@@ -146,7 +146,9 @@ class Shutdown(Struct, tag="shutdown", frozen=True):
 
 
 class HealthQuery(Struct, tag="health?", frozen=True):
-    pass
+    # False: an ordering barrier (coordinator.py), answered with no counters: a multi-rank plan sends
+    # one to every rank per flow or stream end, and building the counters each time was paid for nothing
+    counters: bool = True
 
 
 class Output(Struct, tag="output", frozen=True):

@@ -180,7 +180,7 @@ class Executor:
             self._cancelled(request, reason)
 
     def _on_healthquery(self, msg: HealthQuery) -> None:
-        self.send(COORDINATOR, Health(self.rank, self.counters()))
+        self.send(COORDINATOR, Health(self.rank, self.counters() if msg.counters else {}))
 
     # ---- instances ----------------------------------------------------------------------
 
