@@ -13,7 +13,7 @@ from tests.placement.test_errors import EXAMPLES, read_expected
 from wgc.lang import ast
 from wgc.placement import load_placement
 from wgc.placement.document import load_with_bases
-from wgc.placement.load import _norm
+from wgc.placement.load import model_key
 
 SHIPPED = sorted(PLACEMENTS.glob("*.toml"))
 
@@ -23,8 +23,8 @@ def _program_for(placement: Path) -> ast.Program:
     generic placements serve any model."""
     tree, _, _ = load_with_bases(placement, placement.read_text(encoding="utf-8"))
     named = tree.get("model") if tree is not None else None
-    wanted = _norm(str(named.value)) if named is not None else "orpheus"
-    [walk] = [p for p in MODELS.glob("*.walk") if _norm(p.stem) == wanted]
+    wanted = model_key(str(named.value)) if named is not None else "orpheus"
+    [walk] = [p for p in MODELS.glob("*.walk") if model_key(p.stem) == wanted]
     return parse_file(walk)
 
 

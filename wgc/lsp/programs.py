@@ -19,7 +19,7 @@ from pathlib import Path
 
 from wgc.check import CheckResult, check_source
 from wgc.lsp.document import Analysis
-from wgc.placement.load import _norm as same_model_name  # P007's comparison, so the two never disagree
+from wgc.placement.load import model_key as same_model_name  # P007's comparison, so the two never disagree
 
 _MODEL_DECL = re.compile(r"^[ \t]*model[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 

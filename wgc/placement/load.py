@@ -52,7 +52,8 @@ def assemble(root: Node, facts: ProgramFacts, file: str, sources: tuple[str, ...
     if top is None or cluster is None:
         return None
     model, model_at = top.model, top.at("model")
-    if model is not None and model_at is not None and facts.model is not None and _norm(model) != _norm(facts.model):
+    if (model is not None and model_at is not None and facts.model is not None
+            and model_key(model) != model_key(facts.model)):
         ctx.error("P007", f"this placement is for model `{model}`, but the program is model `{facts.model}`",
                   model_at.span,
                   ("use a placement written for this model, or a generic one such as placements/cpu.toml",))
@@ -72,6 +73,6 @@ def assemble(root: Node, facts: ProgramFacts, file: str, sources: tuple[str, ...
     return Placement(file, sources, model, cluster, ordered, walks, streams, transport, serve)
 
 
-def _norm(name: str) -> str:
+def model_key(name: str) -> str:
     """Model names compare without case or separators: `Qwen3-Omni` is `qwen3_omni`."""
     return re.sub(r"[^a-z0-9]", "", name.lower())
