@@ -24,14 +24,16 @@ a kv component calls it once for its model on CPU (`KVComponent.use_graphs`). Wh
 - `F.linear` whenever the packed path does not apply: autograd wanted, not float32 on CPU, a
   weight under `MIN_PACKED_WEIGHT` elements, or oneDNN missing from this torch build. For a small
   weight on CPU (MKL's sgemm) a product of fewer than `MKL_PAD_BELOW` rows is padded with zero
-  rows to a multiple of 4: MKL computes a row bitwise alike at any row count from 4 on at one
-  thread, but not at 1 (a gemv) or 2-3 rows (another kernel), and at two threads not at 5-7 or
-  9-11 rows either (a thread's share falls under 4); padded so, every row count from 1 to 199 gave
-  each row the bits it has alone, at 1, 2, 3, 4 and 8 threads (measured on this 2-core host; more
-  cores may split rows otherwise). Without it a request's tokens could change with what it is
-  batched with (a decode row alone, or beside other rows and a prompt's chunk in one mixed
-  forward). It costs ~5 us a product at one row (a 4-row product, one `cat` with zero rows made
-  once, one slice: the earlier F.pad cost ~2 us more).
+  rows to `MKL_PAD_BELOW` rows: which rows MKL computes alike depends on the host. On an AMD EPYC
+  (AVX-512) a row's bits were the same at any count from 4 on at one thread, but not at 1 (a gemv)
+  or 2-3 rows, and at two threads not at 5-7 or 9-11 rows either, so padding to a multiple of 4
+  sufficed there; on an Intel Xeon with AMX they differed at 1-5 rows (128 inputs) and 1-10 (256)
+  against any larger count, multiples of 4 included (tests/engines/test_cpu_fast_paths.py caught it
+  on that host). Padded to 16 rows, every row count from 1 to 299 gave each row the bits it has
+  alone on both hosts, at one and two threads, for the small shapes of the tiny presets (more cores
+  may split rows otherwise). Without it a request's tokens could change with what it is batched
+  with (a decode row alone, or beside other rows and a prompt's chunk in one mixed forward). It
+  costs a 16-row product at one row, one `cat` with zero rows made once, and one slice.
 Results are float32 products summed in another order than MKL's: equal to rounding (the parity
 tests' tolerances), the same greedy tokens. WGC_CPU_PACKED_LINEAR=0 turns it off (the bench's
 baseline).
@@ -50,7 +52,7 @@ from wgc import settings
 
 MIN_PACKED_WEIGHT = 1 << 16  # elements: below, oneDNN's fixed cost exceeds what it saves (128 x 256 at 1-32 rows)
 PACK_ROWS_HINT = 32  # the rows oneDNN is told to expect when it reorders: fast from 1 to 64 rows (measured)
-MKL_PAD_BELOW = 16  # products of fewer rows are padded to a multiple of 4 rows for MKL (see the docstring)
+MKL_PAD_BELOW = 16  # products of fewer rows are padded to this many rows for MKL (see the docstring)
 
 
 class PackedWeight:
@@ -101,13 +103,13 @@ def _zero_rows(rows: int, width: int, dtype: torch.dtype) -> Tensor:
 
 def invariant_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """F.linear on CPU over a row count MKL gives each row the same bits at (zero rows added below
-    MKL_PAD_BELOW to reach a multiple of 4, their outputs dropped). The padding is one `cat` with
+    MKL_PAD_BELOW to reach it, their outputs dropped). The padding is one `cat` with
     zero rows made once (F.pad was three kernels and an allocation: ~2 us of a ~9 us one-row
     product), and without a bias the product is F.linear's own `mm` over the transposed view."""
     width = x.shape[-1]
     rows = x.numel() // width if width else 0
-    pad = -rows % 4
-    if rows >= MKL_PAD_BELOW or rows == 0 or pad == 0:
+    pad = MKL_PAD_BELOW - rows
+    if pad <= 0 or rows == 0:
         return F.linear(x, weight, bias)
     flat = x if x.dim() == 2 else x.reshape(rows, width)  # [rows, in]: the decode step's is already
     padded = torch.cat((flat, _zero_rows(pad, width, x.dtype)))  # [rows + pad, in]

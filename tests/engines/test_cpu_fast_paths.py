@@ -153,7 +153,7 @@ def test_a_packed_row_is_bitwise_the_same_at_any_batch_size() -> None:
 @pytest.mark.parametrize("out_features, in_features", [(128, 128), (512, 128), (128, 256), (64, 128)])
 def test_a_small_weights_row_is_bitwise_the_same_at_any_batch_size(out_features: int, in_features: int) -> None:
     """Under MIN_PACKED_WEIGHT (and for a small module's fused gate/up, [512, 128]) the product is
-    MKL's, padded to a multiple of 4 rows: a row's bits do not depend on how many rows it shares the
+    MKL's, padded to 16 rows: a row's bits do not depend on how many rows it shares the
     product with (one alone, a few, or a long prompt), at this host's thread count."""
     weight, bias = torch.randn(out_features, in_features) * 0.05, torch.randn(out_features)
     x = torch.randn(70, in_features)
