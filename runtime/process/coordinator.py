@@ -7,6 +7,11 @@ coordinator's work per message is small (the heavy work is on the workers), so
 it does not hold the loop up. Receiving is `zmq.asyncio`; sending uses plain
 sockets on the same ZeroMQ context, which never block (unbounded queues).
 
+Coalescing. What the core sends a rank during one turn of the event loop is held and leaves at
+the turn's end as one `Inbound` (one encode, one send): a burst of submits reaches the worker
+whole, and its first round batches all of it. The delay is one turn of the loop, never a timer.
+Outside a running loop (none in this process's use) a message goes at once.
+
 Ordering. ZeroMQ keeps each rank's messages in order, not the order across
 ranks. A FlowDone or StreamDone from one rank may overtake an Output another
 rank sent before it (causally earlier, over another socket); delivered at once,
@@ -36,6 +41,7 @@ from wgc.runtime.protocol.messages import (
     FlowDone,
     Health,
     HealthQuery,
+    Inbound,
     Message,
     Outputs,
     Progress,
@@ -73,16 +79,38 @@ class Coordinator:
         self.probes = Probes(lambda rank, counters: self.send(rank, HealthQuery(counters)))
         self.acks: dict[int, AckWait] = {}
         self._task: asyncio.Task[None] | None = None
+        self._held: dict[int, list[Message]] = {}  # this turn's messages per rank, sent by send_held
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._receive(), name="wgc-coordinator")
 
     def send(self, destination: int, msg: Message) -> None:
-        if destination not in self.down:
+        if destination in self.down:
+            return
+        held = self._held.get(destination)
+        if held is not None:
+            held.append(msg)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
             wire.send(self.outboxes[destination], self.codec, msg)
+            return
+        if not self._held:
+            loop.call_soon(self.send_held)
+        self._held[destination] = [msg]
+
+    def send_held(self) -> None:
+        """Every rank's messages of this turn, each rank's as one message (a lone one as itself)."""
+        held, self._held = self._held, {}
+        for rank, items in held.items():
+            if rank not in self.down:
+                wire.send(self.outboxes[rank], self.codec, items[0] if len(items) == 1 else Inbound(items))
 
     def shutdown(self, rank: int) -> None:
-        self.send(rank, Shutdown())
+        self.send_held()  # what was sent before it goes first, and Shutdown at once: the sockets close next
+        if rank not in self.down:
+            wire.send(self.outboxes[rank], self.codec, Shutdown())
 
     def alive(self) -> list[int]:
         return [r for r in range(self.n_ranks) if r not in self.down]
@@ -169,6 +197,7 @@ class Coordinator:
             if not wait.done.done():
                 wait.done.set_result(None)
         self.acks.clear()
+        self.send_held()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

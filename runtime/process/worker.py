@@ -27,7 +27,7 @@ from wgc.runtime.process.heap import freeze_startup_heap
 from wgc.runtime.process.out_batch import OutBatch
 from wgc.runtime.process.tensor_edges import Edges
 from wgc.runtime.protocol.codec import Codec
-from wgc.runtime.protocol.messages import Message, Progress, Ready, Shutdown
+from wgc.runtime.protocol.messages import Inbound, Message, Progress, Ready, Shutdown
 from wgc.runtime.worker.executor import COORDINATOR, Executor, Options
 from wgc.runtime.worker.startup import Make, Step, start_rank
 from wgc.runtime.worker.tp_group import build_groups
@@ -144,12 +144,13 @@ class Worker:
                 self.in_order.items.append(self.edges.expect(frames))  # its payload's receives posted
                 continue
             msg = wire.decode(self.codec, frames)
-            if isinstance(msg, Shutdown):
-                return False
-            if self.in_order.items:
-                self.in_order.items.append(msg)
-            else:
-                self.gate.deliver(msg)
+            for item in msg.items if isinstance(msg, Inbound) else (msg,):  # a turn of the coordinator's sends
+                if isinstance(item, Shutdown):
+                    return False
+                if self.in_order.items:
+                    self.in_order.items.append(item)
+                else:
+                    self.gate.deliver(item)
         if self.edges is not None:
             for item in self.in_order.released(self.edges.decode):
                 self.gate.deliver(item)

@@ -230,6 +230,16 @@ ToWorker = (RequestInit | StartWalk | Data | KvData | StreamItems | StreamCredit
             | Cancel | TpBatch | Shutdown
             | HealthQuery)
 
+
+class Inbound(Struct, tag="inbound", frozen=True):
+    """What the process coordinator sent one rank in one turn of its event loop, in the order sent, as
+    one message (runtime/process/coordinator.py): a burst of submits (`LLM.generate`'s shape: 32
+    requests at once, each a RequestInit and a StartWalk) reaches the worker whole, so its first round
+    prefills them together instead of whichever had arrived when it woke. The worker takes each item
+    in order as if it had come alone."""
+
+    items: list[ToWorker]
+
 # What a worker process holds until its round ends and sends as one Outputs (runtime/process/out_batch.py)
 Held = Output | FlowDone | StreamDone | Drained
 
@@ -244,7 +254,7 @@ class Outputs(Struct, tag="outputs", frozen=True):
 
 
 ToCoordinator = Output | Outputs | FlowDone | StreamDone | Drained | Failed | CancelAck | Health | Progress | Ready
-Message = ToWorker | ToCoordinator
+Message = ToWorker | Inbound | ToCoordinator
 
 COORDINATOR = -1  # the coordinator's address, beside the ranks 0, 1, ... (a `send` destination)
 
