@@ -42,6 +42,19 @@ class CallBatch:
         return out
 
 
+def round_budget(settings: dict[str, Any], demands: list[Demand]) -> int:
+    """The tokens a kv component may write this round, set by its first batch of the round: decodes
+    go first (`Batcher.order`), so a first batch of prompt chunks only means that no sequence of the
+    component decodes this round, and it takes `prefill_token_budget`: a burst of prompts with
+    nothing running is prefilled in one larger forward, and no running sequence waits for it (the
+    batch-32 engine cell took two rounds of 16 prompts at 512 tokens). Any other round takes
+    `token_budget`, the bound on what a decode step waits for."""
+    budget = int(settings.get("token_budget") or 0) or 1 << 30
+    if demands and all(d.chunkable for d in demands):
+        return max(budget, int(settings.get("prefill_token_budget") or 0))
+    return budget
+
+
 class Batcher:
     """Forms and runs the batches of one rank; `budgets` are the kv components' tokens left this round."""
 
@@ -202,7 +215,7 @@ class Batcher:
         """`entry`: the batch's entry, or each call's (a mixed batch)."""
         budget = self.budgets.get(component)
         if budget is None:
-            budget = self.budgets[component] = int(comp.spec.settings.get("token_budget") or 0) or 1 << 30
+            budget = self.budgets[component] = round_budget(comp.spec.settings, demands)
         free = comp.pool_free()
         used = whole_tokens(demands, free, budget)
         if used is not None:  # the common round, in one pass: every call runs with all its tokens

@@ -16,7 +16,8 @@ BASE = ('[cluster]\ndevice = "cpu"\nranks = 1\nmemory = "16GiB"\n[defaults]\nran
         '[components.llm]\nranks = 0\nengine = { kv_memory = "2GiB" }\n[components.snac]\nranks = 0\n')
 # Each engine key, a valid value for it, and whether only a kv component may have it.
 KEYS = {"kv_memory_fraction": ("0.5", True), "kv_memory": ('"64MiB"', True), "page_size": ("32", True),
-        "token_budget": ("256", True), "prefix_caching": ("false", True), "max_batch": ("8", False),
+        "token_budget": ("256", True), "prefill_token_budget": ("4096", True), "prefix_caching": ("false", True),
+        "max_batch": ("8", False),
         "cuda_graph_buckets": ("[]", False)}
 
 

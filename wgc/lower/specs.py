@@ -6,7 +6,7 @@ from wgc.check.context import Symbols
 from wgc.check.policies import policy_values
 from wgc.lang import ast
 from wgc.lower.ir import WalkIR, all_ops
-from wgc.placement.engines import default_token_budget
+from wgc.placement.engines import default_prefill_token_budget, default_token_budget
 from wgc.placement.memory import MemoryTable, capacity_of
 from wgc.placement.schema import Engine, Placement
 from wgc.plan.model import ComponentSpec, EntrySpec, MemoryRow, ParamSpec, Setting, StreamSpec, WalkSpec
@@ -38,6 +38,7 @@ def _engine_settings(engine: Engine) -> dict[str, int | float | str | bool | lis
         "max_batch": engine.max_batch,
         "cuda_graph_buckets": list(engine.cuda_graph_buckets),
         "token_budget": engine.token_budget,
+        "prefill_token_budget": engine.prefill_token_budget,
         "prefix_caching": engine.prefix_caching,
     }
     if engine.kv_memory_fraction is not None:
@@ -49,7 +50,8 @@ def _engine_settings(engine: Engine) -> dict[str, int | float | str | bool | lis
 
 def _default_engine(device: str, engine: Engine) -> Engine:
     """The settings a component gets from no table (the token budget follows its max_batch)."""
-    return Engine(token_budget=default_token_budget(device, engine.max_batch))
+    budget = default_token_budget(device, engine.max_batch)
+    return Engine(token_budget=budget, prefill_token_budget=default_prefill_token_budget(device, budget))
 
 
 def component_specs(program: ast.Program, placement: Placement) -> list[ComponentSpec]:

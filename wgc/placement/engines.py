@@ -16,7 +16,7 @@ from wgc.lang.span import Span
 from wgc.placement.fields import Ctx
 from wgc.placement.schema import Cluster, Engine
 from wgc.placement.spec import EngineTable, default
-from wgc.placement.tables import DEFAULT_MAX_BATCH, DEFAULT_TOKEN_BUDGET
+from wgc.placement.tables import DEFAULT_MAX_BATCH, DEFAULT_PREFILL_TOKEN_BUDGET, DEFAULT_TOKEN_BUDGET
 from wgc.placement.units import fmt_bytes
 
 KV_ONLY: tuple[str, ...] = tuple(f.name for f in fields(EngineTable) if f.metadata.get("kv_only"))
@@ -39,8 +39,7 @@ def check_engine_table(t: EngineTable, cluster: Cluster, ctx: Ctx) -> None:
                   f"({cluster.memory_source})", pool_at.span,
                   ("the KV pool is allocated on each rank that holds the component: lower kv_memory, or use "
                    "kv_memory_fraction",))
-    if t.max_batch is not None:
-        _check_sizes("", [t], t.cuda_graph_buckets or (), t.max_batch, t.token_budget, ctx)
+    _check_sizes("", [t], t.cuda_graph_buckets or (), t.max_batch, t.token_budget, t.prefill_token_budget, ctx)
     if t.has("kv_memory_fraction") and t.has("kv_memory"):
         ctx.error("P018", "set kv_memory_fraction or kv_memory, not both", t.key_span("kv_memory"))
     buckets, nodes = t.cuda_graph_buckets, t.node.get("cuda_graph_buckets")
@@ -57,6 +56,11 @@ def check_engine_table(t: EngineTable, cluster: Cluster, ctx: Ctx) -> None:
 def default_token_budget(device: str, max_batch: int) -> int:
     """The token budget when none is set: the device's, at least one round of max_batch decodes."""
     return max(DEFAULT_TOKEN_BUDGET.get(device, DEFAULT_TOKEN_BUDGET["cpu"]), max_batch)
+
+
+def default_prefill_token_budget(device: str, token_budget: int) -> int:
+    """A round of prompts alone when none is set: the device's, at least the token budget."""
+    return max(DEFAULT_PREFILL_TOKEN_BUDGET.get(device, DEFAULT_PREFILL_TOKEN_BUDGET["cpu"]), token_budget)
 
 
 def build_engine(kind: str, name: str, own: EngineTable | None, defaults: EngineTable | None, span: Span, device: str,
@@ -82,15 +86,18 @@ def build_engine(kind: str, name: str, own: EngineTable | None, defaults: Engine
     fraction = sizing.kv_memory_fraction if sizing else None
     buckets: tuple[int, ...] = value("cuda_graph_buckets") or ()
     max_batch: int = value("max_batch") or (max(buckets) if buckets else DEFAULT_MAX_BATCH)
-    budget: int | None = value("token_budget")
-    _check_sizes(name, layers, buckets, max_batch, budget, ctx)
+    given: int | None = value("token_budget")
+    budget = given if given is not None else default_token_budget(device, max_batch)
+    prefill: int | None = value("prefill_token_budget")
+    _check_sizes(name, layers, buckets, max_batch, given, prefill, ctx, budget)
     return Engine(
         kv_memory_fraction=fraction if fraction is not None and 0 < fraction <= 1 else None,
         kv_memory=sizing.kv_memory if sizing else None,
         page_size=value("page_size"),
         cuda_graph_buckets=buckets,
         max_batch=max_batch,
-        token_budget=budget if budget is not None else default_token_budget(device, max_batch),
+        token_budget=budget,
+        prefill_token_budget=prefill if prefill is not None else default_prefill_token_budget(device, budget),
         prefix_caching=value("prefix_caching"),
     )
 
@@ -100,20 +107,27 @@ def _source(layers: list[EngineTable], k: str) -> EngineTable | None:
     return next((t for t in reversed(layers) if getattr(t, k) is not None), None)
 
 
-def _check_sizes(name: str, layers: list[EngineTable], buckets: tuple[int, ...], max_batch: int,
-                 budget: int | None, ctx: Ctx) -> None:
-    """max_batch covers the largest CUDA-graph bucket, and a round of max_batch decodes (one token
-    each) fits in the token budget. With `name` empty: one table on its own; with a name: a
-    component whose two settings come from different tables (else already reported for that table)."""
+def _check_sizes(name: str, layers: list[EngineTable], buckets: tuple[int, ...], max_batch: int | None,
+                 budget: int | None, prefill: int | None, ctx: Ctx, effective_budget: int | None = None) -> None:
+    """max_batch covers the largest CUDA-graph bucket, a round of max_batch decodes (one token
+    each) fits in the token budget, and a round of prompts alone may take no fewer tokens than any
+    round (`effective_budget`: the component's token budget, given or by default). With `name`
+    empty: one table on its own; with a name: a component whose two settings come from different
+    tables (else already reported for that table)."""
+    floor = effective_budget if effective_budget is not None else budget
     rules = [("max_batch", max_batch, "cuda_graph_buckets", max(buckets) if buckets else 0,
               f"the largest CUDA-graph bucket {max(buckets) if buckets else 0}",
               "a bucket larger than max_batch is never used: raise max_batch or drop the bucket"),
              ("token_budget", budget, "max_batch", max_batch, f"max_batch {max_batch}",
               f"a round of {max_batch} decodes writes {max_batch} tokens: raise token_budget to at least "
-              f"{max_batch}, or lower max_batch")]
-    for key, value, other, floor, what, advice in rules:
+              f"{max_batch}, or lower max_batch"),
+             ("prefill_token_budget", prefill, "token_budget", floor, f"the token budget {floor}",
+              "it is what a round with no decode in it may take, at least any round's budget: raise "
+              "prefill_token_budget, or lower token_budget")]
+    for key, value, other, least, what, advice in rules:
         source = _source(layers, key)
-        if value is None or value >= floor or source is None or (name and source is _source(layers, other)):
+        if value is None or least is None or value >= least or source is None or (
+                name and source is _source(layers, other)):
             continue
         whose = f" of {name}" if name else ""
         ctx.error("P018", f"{key} {value}{whose} is smaller than {what}", source.node.children()[key].span, (advice,))

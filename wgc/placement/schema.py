@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from wgc.diag.diagnostic import Diagnostic
 from wgc.lang.span import Span
-from wgc.placement.tables import DEFAULT_MAX_BATCH, DEFAULT_TOKEN_BUDGET
+from wgc.placement.tables import DEFAULT_MAX_BATCH, DEFAULT_PREFILL_TOKEN_BUDGET, DEFAULT_TOKEN_BUDGET
 
 Ranks = tuple[int, ...]
 
@@ -46,6 +46,7 @@ class Engine:
     cuda_graph_buckets: tuple[int, ...] = ()  # batch sizes captured as CUDA graphs (cuda)
     max_batch: int = DEFAULT_MAX_BATCH  # most requests batched in one call
     token_budget: int = DEFAULT_TOKEN_BUDGET["cpu"]  # tokens per scheduling round (kv components; by device)
+    prefill_token_budget: int = DEFAULT_PREFILL_TOKEN_BUDGET["cpu"]  # a round of prompt chunks alone (by device)
     prefix_caching: bool = True  # share KV pages of equal prompt prefixes (kv components)
 
 

@@ -165,6 +165,7 @@ class EngineTable(Table):
     cuda_graph_buckets: Ranks | None = key(value.int_list(1, MAX_BATCH), default=Engine.cuda_graph_buckets)
     max_batch: int | None = key(value.integer(1, MAX_BATCH))  # default: the largest bucket, else DEFAULT_MAX_BATCH
     token_budget: int | None = key(value.integer(1, MAX_TOKEN_BUDGET), kv_only=True)  # by device, ≥ max_batch
+    prefill_token_budget: int | None = key(value.integer(1, MAX_TOKEN_BUDGET), kv_only=True)  # by device, ≥ token_budget
     prefix_caching: bool | None = key(value.boolean, default=Engine.prefix_caching, kv_only=True)
 
 

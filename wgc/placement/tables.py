@@ -14,6 +14,10 @@ DEFAULT_MAX_BATCH = 16  # when no CUDA-graph buckets are given; else the largest
 # Tokens a kv component may write per scheduling round (decodes 1 each, prompt chunks their
 # length), by device kind; raised to max_batch when that is larger (a round of decodes must fit).
 DEFAULT_TOKEN_BUDGET: dict[str, int] = {"cpu": 512, "cuda": 8192}
+# Tokens of a round in which the component decodes nothing (every call a prompt chunk), by device
+# kind; raised to the token budget when that is larger. cpu: vLLM's CPU server's
+# max_num_batched_tokens; cuda: the token budget's (the CUDA path is unchanged, and unmeasured).
+DEFAULT_PREFILL_TOKEN_BUDGET: dict[str, int] = {"cpu": 2048, "cuda": 8192}
 
 # Streams: default capacity in items (at least two chunks), and the size of item types.
 DEFAULT_STREAM_CAPACITY = 64
