@@ -24,16 +24,19 @@ a kv component calls it once for its model on CPU (`KVComponent.use_graphs`). Wh
 - `F.linear` whenever the packed path does not apply: autograd wanted, not float32 on CPU, a
   weight under `MIN_PACKED_WEIGHT` elements, or oneDNN missing from this torch build. For a small
   weight on CPU (MKL's sgemm) a product of fewer than `MKL_PAD_BELOW` rows is padded with zero
-  rows to `MKL_PAD_BELOW` rows: which rows MKL computes alike depends on the host. On an AMD EPYC
+  rows to the next multiple of a step found for the shape: which rows MKL computes alike depends
+  on the host. On an AMD EPYC
   (AVX-512) a row's bits were the same at any count from 4 on at one thread, but not at 1 (a gemv)
   or 2-3 rows, and at two threads not at 5-7 or 9-11 rows either, so padding to a multiple of 4
   sufficed there; on an Intel Xeon with AMX they differed at 1-5 rows (128 inputs) and 1-10 (256)
   against any larger count, multiples of 4 included (tests/engines/test_cpu_fast_paths.py caught it
-  on that host). Padded to 16 rows, every row count from 1 to 299 gave each row the bits it has
-  alone on both hosts, at one and two threads, for the small shapes of the tiny presets (more cores
-  may split rows otherwise). Without it a request's tokens could change with what it is batched
-  with (a decode row alone, or beside other rows and a prompt's chunk in one mixed forward). It
-  costs a 16-row product at one row, one `cat` with zero rows made once, and one slice.
+  on that host), while padded to 16 rows every count from 1 to 299 agreed at one and two threads.
+  Padding every host to 16 cost the 0.7M shape 8% at one row on the Intel host (a 16-row product
+  for each of its small products), so the step is found per shape and thread count on first use
+  (`pad_step`: 4, 8 or 16, the smallest at which every count below 16 agrees with a 48-row product
+  on random values, about a millisecond once). Without it a request's tokens could change with
+  what it is batched with (a decode row alone, or beside other rows and a prompt's chunk in one
+  mixed forward). More cores may split rows otherwise: unverified.
 Results are float32 products summed in another order than MKL's: equal to rounding (the parity
 tests' tolerances), the same greedy tokens. WGC_CPU_PACKED_LINEAR=0 turns it off (the bench's
 baseline).
@@ -103,18 +106,58 @@ def _zero_rows(rows: int, width: int, dtype: torch.dtype) -> Tensor:
 
 def invariant_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """F.linear on CPU over a row count MKL gives each row the same bits at (zero rows added below
-    MKL_PAD_BELOW to reach it, their outputs dropped). The padding is one `cat` with
-    zero rows made once (F.pad was three kernels and an allocation: ~2 us of a ~9 us one-row
-    product), and without a bias the product is F.linear's own `mm` over the transposed view."""
+    MKL_PAD_BELOW to the next multiple of this shape's `pad_step`, their outputs dropped). The
+    padding is one `cat` with zero rows made once (F.pad was three kernels and an allocation: ~2 us
+    of a ~9 us one-row product), and without a bias the product is F.linear's own `mm` over the
+    transposed view."""
     width = x.shape[-1]
     rows = x.numel() // width if width else 0
-    pad = MKL_PAD_BELOW - rows
-    if pad <= 0 or rows == 0:
+    if rows >= MKL_PAD_BELOW or rows == 0:
         return F.linear(x, weight, bias)
+    pad = -rows % pad_step(weight.shape[0], width, bias is not None, x.dtype)
+    if pad == 0:
+        return F.linear(x, weight, bias)
+    return _padded_linear(x, weight, bias, rows, pad)
+
+
+def _padded_linear(x: Tensor, weight: Tensor, bias: Tensor | None, rows: int, pad: int) -> Tensor:
+    width = x.shape[-1]
     flat = x if x.dim() == 2 else x.reshape(rows, width)  # [rows, in]: the decode step's is already
     padded = torch.cat((flat, _zero_rows(pad, width, x.dtype)))  # [rows + pad, in]
     out = (torch.mm(padded, weight.t()) if bias is None else F.linear(padded, weight, bias))[:rows]  # [rows, out]
     return out if x.dim() == 2 else out.reshape(*x.shape[:-1], weight.shape[0])  # [..., out]
+
+
+PAD_STEPS = (4, 8, MKL_PAD_BELOW)  # tried in turn; the last pads every small product to MKL_PAD_BELOW rows
+_PROBE_ROWS = 48
+_PAD_STEP: dict[tuple[int, int, bool, torch.dtype, int], int] = {}  # (out, in, bias, dtype, threads) -> step
+
+
+def pad_step(out_features: int, in_features: int, has_bias: bool, dtype: torch.dtype) -> int:
+    """The smallest step of PAD_STEPS at which this host's MKL gives every row of a product of this
+    shape the bits it has in a larger one, found once per shape and thread count by trying it on
+    random values (which rows agree depends on the host's MKL kernels, not on the values: the
+    module docstring). A small product is padded to the next multiple of it."""
+    key = (out_features, in_features, has_bias, dtype, torch.get_num_threads())
+    step = _PAD_STEP.get(key)
+    if step is None:
+        step = _PAD_STEP[key] = _probe_pad_step(out_features, in_features, has_bias, dtype)
+    return step
+
+
+def _probe_pad_step(out_features: int, in_features: int, has_bias: bool, dtype: torch.dtype) -> int:
+    g = torch.Generator().manual_seed(0)
+    weight = torch.randn(out_features, in_features, generator=g).to(dtype)
+    bias = torch.randn(out_features, generator=g).to(dtype) if has_bias else None
+    x = torch.randn(_PROBE_ROWS, in_features, generator=g).to(dtype)
+    with torch.no_grad():
+        full = F.linear(x, weight, bias)  # [_PROBE_ROWS, out]: a count MKL computes like any larger one
+        for step in PAD_STEPS[:-1]:
+            agree = (torch.equal(_padded_linear(x[:r], weight, bias, r, -r % step) if r % step else
+                                 F.linear(x[:r], weight, bias), full[:r]) for r in range(1, MKL_PAD_BELOW))
+            if all(agree):
+                return step
+    return PAD_STEPS[-1]
 
 
 class FusedWeight:
