@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from wgc.runtime.engines import cpu_linear
-
 
 
 def _exact(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
