@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 import zmq
 from wgc.runtime.process import wire
@@ -20,15 +22,19 @@ from wgc.runtime.protocol.codec import Codec
 from wgc.runtime.protocol.messages import Cancel, Data, HealthQuery, Inbound, Message, Shutdown
 
 
-def _sockets(tmp_path: Path, n_ranks: int) -> tuple[Coordinator, list[zmq.Socket], zmq.Context]:
-    """A coordinator whose outboxes reach `n_ranks` PULL sockets bound here, as the ranks' inboxes."""
+@pytest.fixture
+def wired(tmp_path: Path) -> Iterator[tuple[Coordinator, list[zmq.Socket]]]:
+    """A coordinator whose outboxes reach two PULL sockets bound here, as the ranks' inboxes."""
     ctx = zmq.Context()
-    ends = [f"ipc://{tmp_path}/rank{r}" for r in range(n_ranks)]
+    ends = [f"ipc://{tmp_path}/rank{r}" for r in range(2)]
     inboxes = [wire.pull_socket(ctx, ep) for ep in ends]
     coord = Coordinator.__new__(Coordinator)
     coord.codec, coord.down, coord._held = Codec(), {}, {}
     coord.outboxes = [wire.push_socket(ctx, ep) for ep in ends]
-    return coord, inboxes, ctx
+    yield coord, inboxes
+    for s in [*coord.outboxes, *inboxes]:
+        s.close(linger=0)
+    ctx.term()
 
 
 def _received(sock: zmq.Socket, codec: Codec, wait_ms: int = 500) -> list[Message]:
@@ -39,14 +45,8 @@ def _received(sock: zmq.Socket, codec: Codec, wait_ms: int = 500) -> list[Messag
     return out
 
 
-def _close(coord: Coordinator, inboxes: list[zmq.Socket], ctx: zmq.Context) -> None:
-    for s in [*coord.outboxes, *inboxes]:
-        s.close(linger=0)
-    ctx.term()
-
-
-def test_one_turns_messages_to_a_rank_leave_as_one_inbound_in_order(tmp_path: Path) -> None:
-    coord, inboxes, ctx = _sockets(tmp_path, 2)
+def test_one_turns_messages_to_a_rank_leave_as_one_inbound_in_order(wired: Any) -> None:
+    coord, inboxes = wired
     first = [Cancel(1, "a"), Cancel(2, "b"), HealthQuery(False)]
 
     async def turns() -> None:
@@ -57,41 +57,32 @@ def test_one_turns_messages_to_a_rank_leave_as_one_inbound_in_order(tmp_path: Pa
         await asyncio.sleep(0)  # the turn ends: the held messages go
         coord.send(0, Cancel(4, "d"))  # a later turn: a message of its own
 
-    try:
-        asyncio.run(turns())
-        assert _received(inboxes[0], coord.codec) == [Inbound(first), Cancel(4, "d")]
-        assert _received(inboxes[1], coord.codec) == [Cancel(3, "c")]  # a lone message goes as itself
-    finally:
-        _close(coord, inboxes, ctx)
+    asyncio.run(turns())
+    assert _received(inboxes[0], coord.codec) == [Inbound(first), Cancel(4, "d")]
+    assert _received(inboxes[1], coord.codec) == [Cancel(3, "c")]  # a lone message goes as itself
 
 
-def test_shutdown_sends_what_is_held_first_and_does_not_wait_for_the_turn(tmp_path: Path) -> None:
-    coord, inboxes, ctx = _sockets(tmp_path, 1)
+def test_shutdown_sends_what_is_held_first_and_does_not_wait_for_the_turn(wired: Any) -> None:
+    coord, inboxes = wired
 
-    async def stop() -> None:
+    async def stop() -> list[Message]:
         coord.send(0, Cancel(1, "shutting down"))
         coord.shutdown(0)
-        assert _received(inboxes[0], coord.codec) == [Cancel(1, "shutting down"), Shutdown()]
+        return _received(inboxes[0], coord.codec)  # before the turn ends
 
-    try:
-        asyncio.run(stop())
-    finally:
-        _close(coord, inboxes, ctx)
+    assert asyncio.run(stop()) == [Cancel(1, "shutting down"), Shutdown()]
 
 
-def test_a_rank_marked_down_gets_nothing_of_what_was_held_for_it(tmp_path: Path) -> None:
-    coord, inboxes, ctx = _sockets(tmp_path, 1)
+def test_a_rank_marked_down_gets_nothing_of_what_was_held_for_it(wired: Any) -> None:
+    coord, inboxes = wired
 
     async def down() -> None:
         coord.send(0, Cancel(1, "x"))
         coord.down[0] = "gone"
         await asyncio.sleep(0)
 
-    try:
-        asyncio.run(down())
-        assert _received(inboxes[0], coord.codec, wait_ms=200) == []
-    finally:
-        _close(coord, inboxes, ctx)
+    asyncio.run(down())
+    assert _received(inboxes[0], coord.codec, wait_ms=200) == []
 
 
 def test_the_codec_carries_an_inbound_with_tensors() -> None:
