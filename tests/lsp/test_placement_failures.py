@@ -19,7 +19,7 @@ from wgc.lsp.server import WalkLanguageServer
 
 def test_a_check_that_raises_is_one_error_at_the_top(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                      caplog: pytest.LogCaptureFixture) -> None:
-    def crash(path: Path, text: str) -> None:
+    def crash(path: Path, text: str, held: object = None) -> None:
         raise RecursionError("deep\nin the reader")
 
     monkeypatch.setattr(placement_check, "load_with_bases", crash)

@@ -195,3 +195,30 @@ def _orpheus():
     program = check_source(ORPHEUS.read_text(encoding="utf-8"), str(ORPHEUS)).program
     assert program is not None
     return program
+
+
+async def test_an_open_base_is_read_from_the_editor_and_checks_its_placements_again(client: LanguageClient) -> None:
+    """The base is not on disk: first missing (P005), then the editor's copy (W101 from it, then an
+    error in it as it is edited), then missing again once it is closed."""
+    base = PLACEMENTS / "lsp-unsaved-open-base.toml"
+    assert not base.exists()
+    text = f'extends = "{base.name}"\n'
+    uri = await opened_toml(client, PLACEMENTS / "lsp-unsaved-open-child.toml", text)
+    [missing] = client.diagnostics[uri]
+    assert missing.code == "P005" and "does not exist" in missing.message
+
+    base_uri = await opened_toml(client, base, TP2_TEXT)
+    await settle(client, uri)
+    [warning] = client.diagnostics[uri]
+    assert warning.code == "W101" and warning.range == at(text, f'"{base.name}"')
+
+    bad = TP2_TEXT.replace("[cluster]\n", "[cluster]\nrankz = 2\n", 1)
+    await changed(client, base_uri, 2, bad)
+    await settle(client, uri)
+    assert "P002" in codes(client.diagnostics[uri])  # the base's unknown key, as the editor has it
+
+    client.text_document_did_close(types.DidCloseTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=base_uri)))
+    await settle(client, uri)
+    [missing] = client.diagnostics[uri]
+    assert missing.code == "P005"

@@ -67,3 +67,28 @@ def test_a_base_is_resolved_beside_the_top_file_even_when_that_file_is_not_saved
     assert diags == [] and tree is not None
     assert sources == (str(tmp_path / "base.toml"), str(tmp_path / "unsaved.toml"))
     assert tree.get("cluster") is not None and tree.get("model") is not None
+
+
+def test_a_base_the_caller_holds_is_read_from_its_text_not_from_disk(tmp_path: Path) -> None:
+    from wgc.placement.document import identity
+
+    base, child = tmp_path / "base.toml", tmp_path / "child.toml"
+    base.write_text('[cluster]\ndevice = "cpu"\nranks = 1\n[defaults]\nranks = 0\n'
+                    '[defaults.engine]\nkv_memory = "64MiB"\n', encoding="utf-8")
+    child.write_text('extends = "base.toml"\n', encoding="utf-8")
+    program = stand_in("orpheus")
+    on_disk, _ = load_placement(child, program)
+    assert on_disk is not None and on_disk.cluster.ranks == 1
+    held = {identity(base): base.read_text(encoding="utf-8").replace("ranks = 1", "ranks = 2")}
+    from_editor, diags = load_placement(child, program, held=held)
+    assert from_editor is not None, diags
+    assert from_editor.cluster.ranks == 2 and from_editor.sources == (str(base), str(child))
+
+
+def test_a_base_that_cannot_be_read_is_still_listed_among_the_sources(tmp_path: Path) -> None:
+    """So that an editor knows to check the placement again when that base appears."""
+    child = tmp_path / "child.toml"
+    child.write_text('extends = "missing.toml"\n', encoding="utf-8")
+    _, sources, diags = load_with_bases(child)
+    assert [d.code for d in diags] == ["P005"]
+    assert sources == (str(tmp_path / "missing.toml"), str(child))

@@ -12,7 +12,7 @@ those and check nothing of the placement).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from wgc.diag.diagnostic import Diagnostic, sort_key
 from wgc.lang.span import Span, point
 from wgc.lsp.document import Analysis
 from wgc.lsp.programs import Programs, search_dirs
-from wgc.placement.document import Node, load_with_bases
+from wgc.placement.document import Node, identity, load_with_bases
 from wgc.placement.load import load_placement
 
 log = logging.getLogger(__name__)
@@ -42,14 +42,17 @@ class PlacementCheck:
     searched: tuple[Path, ...] = ()  # where its program was looked for: a .walk changing there re-checks it
     program: Path | None = None
     error: str | None = None  # the check itself failed (a wgc bug)
+    bases: frozenset[str] = frozenset()  # the `extends` files it read, by `identity`: one changing re-checks it
 
 
 def check_placement(path: Path, text: str, root: Path | None, programs: Programs,
-                    open_walks: Iterable[Analysis]) -> PlacementCheck:
+                    open_walks: Iterable[Analysis], open_tomls: Mapping[str, str] | None = None) -> PlacementCheck:
+    """`open_tomls`: the editor's other TOML documents by `identity`; a base open there is read from
+    its text, saved or not, as the placement's own text is."""
     file = str(path)
     dirs = search_dirs(path, root)
     try:
-        return _check(path, text, dirs, root, programs, open_walks)
+        return _check(path, text, dirs, root, programs, open_walks, open_tomls or {})
     except Exception as err:  # a bug on odd input must not take the server down
         log.exception("checking placement %s failed", file)
         last = str(err).strip().splitlines()[-1:] or [""]
@@ -58,31 +61,32 @@ def check_placement(path: Path, text: str, root: Path | None, programs: Programs
 
 
 def _check(path: Path, text: str, dirs: tuple[Path, ...], root: Path | None, programs: Programs,
-           open_walks: Iterable[Analysis]) -> PlacementCheck:
+           open_walks: Iterable[Analysis], open_tomls: Mapping[str, str]) -> PlacementCheck:
     file = str(path)
-    tree, _, diags = load_with_bases(path, text)
+    tree, sources, diags = load_with_bases(path, text, open_tomls)
+    bases = frozenset(identity(Path(s)) for s in sources[:-1])
     if tree is None or diags:
-        return PlacementCheck(file, tuple(sorted(diags, key=sort_key)), searched=dirs)
+        return PlacementCheck(file, tuple(sorted(diags, key=sort_key)), searched=dirs, bases=bases)
     model = tree.get("model")
     at = model.span if model is not None and model.span.file == file else point(file, 1, 1)
     if model is None or not isinstance(model.value, str):
-        return PlacementCheck(file, notice=Notice(_no_model(model), at), searched=dirs)
+        return PlacementCheck(file, notice=Notice(_no_model(model), at), searched=dirs, bases=bases)
     found = programs.find(model.value, dirs, open_walks)
     if found is None:
         where = ", ".join(f"`{_shown(d, root)}/`" for d in dirs)
         return PlacementCheck(file, notice=Notice(
             f"not checked against a program: no .walk file declaring `model {model.value}` in {where}\n"
-            f"help: put the program in one of these, or open it in the editor there", at), searched=dirs)
+            f"help: put the program in one of these, or open it in the editor there", at), searched=dirs, bases=bases)
     program = found.checked.program
     if program is None or not found.checked.ok:
         return PlacementCheck(file, notice=Notice(
             f"not checked against `{_shown(found.path, root)}`: the program has errors "
             "(`wgc compile` reports those and checks no placement)\n"
             "help: fix the program's errors; this placement is checked again as it changes", at),
-            searched=dirs, program=found.path)
-    placement, problems = load_placement(path, program, text)
+            searched=dirs, program=found.path, bases=bases)
+    placement, problems = load_placement(path, program, text, open_tomls)
     reported = placement.warnings if placement is not None else tuple(problems)
-    return PlacementCheck(file, tuple(reported), searched=dirs, program=found.path)
+    return PlacementCheck(file, tuple(reported), searched=dirs, program=found.path, bases=bases)
 
 
 def _no_model(model: Node | None) -> str:

@@ -10,7 +10,9 @@ and answers empty: one bad document must never stop the server.
 TOML documents are placements or nothing (wgc/lsp/placement_rule.py): a placement is checked on
 open and on every change as `wgc compile` checks it, against the program its `model` names
 (wgc/lsp/placement_check.py); a `.walk` opened, edited or closed where such a program is looked
-for checks the open placements again. Only diagnostics: the requests answer nothing for TOML.
+for checks the open placements again. A base (`extends`) open in the editor is read from its text,
+saved or not, and one opened, edited or closed checks again the open placements built on it. Only
+diagnostics: the requests answer nothing for TOML.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from wgc.lsp.placement_rule import has_toml_name, is_placement, is_toml
 from wgc.lsp.positions import UTF16, LineTable
 from wgc.lsp.programs import Programs
 from wgc.lsp.symbols import document_symbols
+from wgc.placement.document import identity
 
 log = logging.getLogger("wgc.lsp")
 P = TypeVar("P")
@@ -70,6 +73,7 @@ class WalkLanguageServer:
         # Open TOML documents (wgc/lsp/placement_rule.py), never analysed as .walk; for each one
         # checked as a placement, the directories its program was looked for in (resolved).
         self.tomls: dict[str, tuple[str, ...]] = {}
+        self.bases: dict[str, frozenset[str]] = {}  # an open placement's `extends` files, by identity
         self.programs = Programs()
 
     # ---- plumbing ---------------------------------------------------------------------------
@@ -115,26 +119,47 @@ class WalkLanguageServer:
             types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
         self.recheck_placements(analysis.file)
 
-    def refresh_toml(self, uri: str, version: int | None) -> None:
+    def refresh_toml(self, uri: str, version: int | None, dependents: bool = True) -> None:
         """Check a TOML document as `wgc compile` checks a placement, if it is one; publish the result
-        (nothing for TOML that is not a placement, so one that stops being one is cleared)."""
+        (nothing for TOML that is not a placement, so one that stops being one is cleared). Then,
+        with `dependents`, the open placements that extend it."""
         text = self.server.workspace.get_text_document(uri).source
         path = to_fs_path(uri)
         if path is None or not has_toml_name(uri) or not is_placement(text):
             self.tomls[uri] = ()
+            self.bases.pop(uri, None)
             diagnostics: list[types.Diagnostic] = []
         else:
             root = self.server.workspace.root_path
             check = check_placement(Path(path), text, Path(root) if root else None, self.programs,
-                                    self.docs.analyses())
-            self.tomls[uri] = tuple(_identity(d) for d in check.searched)
+                                    self.docs.analyses(), self._open_tomls(uri))
+            self.tomls[uri] = tuple(identity(d) for d in check.searched)
+            self.bases[uri] = check.bases
             diagnostics = placement_to_lsp(check, text, uri, self.lines)
         self.server.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
+        if dependents and path is not None:
+            self.recheck_extending(identity(Path(path)))
+
+    def _open_tomls(self, but: str) -> dict[str, str]:
+        """The editor's texts of the open TOML documents other than `but`, by identity."""
+        out = {}
+        for uri in self.tomls:
+            path = to_fs_path(uri)
+            if uri != but and path is not None:
+                out[identity(Path(path))] = self.server.workspace.get_text_document(uri).source
+        return out
+
+    def recheck_extending(self, base: str) -> None:
+        """A TOML file (by identity) was opened, edited or closed: check again the open placements
+        built on it. Every base of a chain is in each placement's set, so one pass reaches them all."""
+        for uri, bases in list(self.bases.items()):
+            if base in bases and uri in self.tomls:
+                self.refresh_toml(uri, self.server.workspace.get_text_document(uri).version, dependents=False)
 
     def recheck_placements(self, walk_file: str) -> None:
         """A .walk was opened, edited or closed: check again the open placements whose program may be it."""
-        here = _identity(Path(walk_file).parent)
+        here = identity(Path(walk_file).parent)
         for uri, searched in list(self.tomls.items()):
             if here in searched:
                 self.refresh_toml(uri, self.server.workspace.get_text_document(uri).version)
@@ -164,11 +189,15 @@ class WalkLanguageServer:
     def did_close(self, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         closed = self.docs.get(uri)
-        self.tomls.pop(uri, None)
+        was_toml = self.tomls.pop(uri, None) is not None
+        self.bases.pop(uri, None)
         self.docs.close(uri)
         self.server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
         if closed is not None:  # its placements now read the program from disk
             self.recheck_placements(closed.file)
+        path = to_fs_path(uri)
+        if was_toml and path is not None:  # the placements built on it now read it from disk
+            self.recheck_extending(identity(Path(path)))
 
     # ---- requests ------------------------------------------------------------------------------
 
@@ -245,14 +274,6 @@ def replay(text: str, changes: list[types.TextDocumentContentChangeEvent],
         edits.append((start, end, len(change.text)))
         text = text[:start] + change.text + text[end:]
     return text, edits
-
-
-def _identity(path: Path) -> str:
-    """One spelling per directory, to tell whether a .walk lies where a placement's program was looked for."""
-    try:
-        return str(path.resolve())
-    except OSError:
-        return str(path.absolute())
 
 
 def build_server() -> LanguageServer:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from tomllib import TOMLDecodeError, loads
@@ -115,20 +116,26 @@ def _wrap(value: object, path: KeyPath, found: dict[KeyPath, Located], parent: L
     return Node(value, here.key, here.value, path)
 
 
-def load_with_bases(path: Path, text: str | None = None) -> tuple[Node | None, tuple[str, ...], list[Diagnostic]]:
-    """The merged tree of `path` and its bases, the files read (the base first), and errors. `text`:
-    the top file's text when the caller holds it (its bases are read from disk, relative to `path`)."""
+def load_with_bases(path: Path, text: str | None = None, held: Mapping[str, str] | None = None
+                    ) -> tuple[Node | None, tuple[str, ...], list[Diagnostic]]:
+    """The merged tree of `path` and its bases, the files read or asked for (the base first), and
+    errors. `text`: the top file's text when the caller holds it; `held`: the texts of other files
+    the caller holds (an editor's open copies, saved or not), by `identity`; any other base is read
+    from disk, relative to the file that names it."""
     diags: list[Diagnostic] = []
     sources: list[str] = []
-    node = _load(path, str(path), None, (), diags, sources, text)
+    node = _load(path, str(path), None, (), diags, sources, held or {}, text)
     return node, tuple(sources), diags
 
 
 def _load(path: Path, file: str, asked: Node | None, chain: Chain, diags: list[Diagnostic],
-          sources: list[str], text: str | None = None) -> Node | None:
+          sources: list[str], held: Mapping[str, str], text: str | None = None) -> Node | None:
+    if text is None and held:
+        text = held.get(identity(path))
     doc, errors = read_document(path, file, asked.span if asked else None, text)
     diags.extend(errors)
     if doc is None:
+        sources.append(file)  # asked for, though unread: an editor re-checks when it appears
         return None
     ext = doc.get("extends")
     own = Node({k: v for k, v in doc.children().items() if k != "extends"}, doc.key, doc.span)
@@ -137,7 +144,7 @@ def _load(path: Path, file: str, asked: Node | None, chain: Chain, diags: list[D
     base = None
     if ext is not None and problem is None:
         base_file = os.path.normpath(str(Path(file).parent / str(ext.value)))
-        base = _load(path.parent / str(ext.value), base_file, ext, (*chain, (path, ext)), diags, sources)
+        base = _load(path.parent / str(ext.value), base_file, ext, (*chain, (path, ext)), diags, sources, held)
     sources.append(file)
     return merge(base, own) if base is not None else own
 
@@ -145,7 +152,7 @@ def _load(path: Path, file: str, asked: Node | None, chain: Chain, diags: list[D
 def _check_extends(ext: Node, path: Path, chain: Chain) -> Diagnostic | None:
     if not isinstance(ext.value, str) or not ext.value:
         return Diagnostic("P003", "`extends` takes the path of a base file, as a string", ext.span)
-    if _identity(path.parent / ext.value) in [_identity(p) for p, _ in chain] + [_identity(path)]:
+    if identity(path.parent / ext.value) in [identity(p) for p, _ in chain] + [identity(path)]:
         return Diagnostic("P006", f"`extends` cycle: `{ext.value}` already extends this file", ext.span,
                           ("a base file must not extend, directly or through others, a file built on it",),
                           tuple(Note(f"`{p.name}` extends `{n.value}` here", n.span) for p, n in chain))
@@ -154,7 +161,8 @@ def _check_extends(ext: Node, path: Path, chain: Chain) -> Diagnostic | None:
     return None
 
 
-def _identity(path: Path) -> str:
+def identity(path: Path) -> str:
+    """A file's resolved path: how `extends` cycles and the held texts of `load_with_bases` compare files."""
     try:
         return str(path.resolve())
     except OSError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from wgc.diag.diagnostic import Diagnostic, sort_key
@@ -19,17 +20,18 @@ from wgc.placement.schema import Placement, Serve
 from wgc.placement.spec import LIMIT_KEYS, ClusterTable, TopTable, read
 
 
-def load_placement(path: Path, program: ast.Program, text: str | None = None
+def load_placement(path: Path, program: ast.Program, text: str | None = None, held: Mapping[str, str] | None = None
                    ) -> tuple[Placement | None, list[Diagnostic]]:
     """The placement in `path` checked against `program` and no diagnostics, its warnings (W
     codes) in `placement.warnings`; or None and every error and warning found. `text`: the file's
     text when the caller holds it (`wgc lsp`: the editor's copy, saved or not); its bases are read
-    from disk, relative to `path`.
+    from disk, relative to `path`, unless `held` has their text (by `document.identity`: an editor's
+    open copies).
 
     Never raises on any input. The memory fit is checked once everything else is valid
     (a partial placement would give a misleading estimate).
     """
-    tree, sources, diags = load_with_bases(Path(path), text)
+    tree, sources, diags = load_with_bases(Path(path), text, held)
     if tree is None or diags:  # a broken file or `extends` chain: anything further would be a cascade
         return None, sorted(diags, key=sort_key)
     facts = program_facts(program)
