@@ -161,8 +161,8 @@ class WalkLanguageServer:
         """A .walk was opened, edited or closed: check again the open placements whose program may be it."""
         here = identity(Path(walk_file).parent)
         for uri, searched in list(self.tomls.items()):
-            if here in searched:
-                self.refresh_toml(uri, self.server.workspace.get_text_document(uri).version)
+            if here in searched:  # each such placement is in this pass: none re-checks its dependents
+                self.refresh_toml(uri, self.server.workspace.get_text_document(uri).version, dependents=False)
 
     def did_open(self, params: types.DidOpenTextDocumentParams) -> None:
         doc = params.text_document
