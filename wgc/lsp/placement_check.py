@@ -11,6 +11,7 @@ those and check nothing of the placement).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -65,28 +66,29 @@ def _check(path: Path, text: str, dirs: tuple[Path, ...], root: Path | None, pro
     file = str(path)
     tree, sources, diags = load_with_bases(path, text, open_tomls)
     bases = frozenset(identity(Path(s)) for s in sources[:-1])
+    outcome = functools.partial(PlacementCheck, file, searched=dirs, bases=bases)  # what every outcome carries
     if tree is None or diags:
-        return PlacementCheck(file, tuple(sorted(diags, key=sort_key)), searched=dirs, bases=bases)
+        return outcome(tuple(sorted(diags, key=sort_key)))
     model = tree.get("model")
     at = model.span if model is not None and model.span.file == file else point(file, 1, 1)
     if model is None or not isinstance(model.value, str):
-        return PlacementCheck(file, notice=Notice(_no_model(model), at), searched=dirs, bases=bases)
+        return outcome(notice=Notice(_no_model(model), at))
     found = programs.find(model.value, dirs, open_walks)
     if found is None:
         where = ", ".join(f"`{_shown(d, root)}/`" for d in dirs)
-        return PlacementCheck(file, notice=Notice(
+        return outcome(notice=Notice(
             f"not checked against a program: no .walk file declaring `model {model.value}` in {where}\n"
-            f"help: put the program in one of these, or open it in the editor there", at), searched=dirs, bases=bases)
+            f"help: put the program in one of these, or open it in the editor there", at))
     program = found.checked.program
     if program is None or not found.checked.ok:
-        return PlacementCheck(file, notice=Notice(
+        return outcome(notice=Notice(
             f"not checked against `{_shown(found.path, root)}`: the program has errors "
             "(`wgc compile` reports those and checks no placement)\n"
             "help: fix the program's errors; this placement is checked again as it changes", at),
-            searched=dirs, program=found.path, bases=bases)
+            program=found.path)
     placement, problems = load_placement(path, program, text, open_tomls)
     reported = placement.warnings if placement is not None else tuple(problems)
-    return PlacementCheck(file, tuple(reported), searched=dirs, program=found.path, bases=bases)
+    return outcome(tuple(reported), program=found.path)
 
 
 def _no_model(model: Node | None) -> str:

@@ -39,7 +39,8 @@ def check_engine_table(t: EngineTable, cluster: Cluster, ctx: Ctx) -> None:
                   f"({cluster.memory_source})", pool_at.span,
                   ("the KV pool is allocated on each rank that holds the component: lower kv_memory, or use "
                    "kv_memory_fraction",))
-    _check_sizes("", [t], t.cuda_graph_buckets or (), t.max_batch, t.token_budget, t.prefill_token_budget, ctx)
+    _check_sizes("", [t], t.cuda_graph_buckets or (), t.max_batch, t.token_budget, t.prefill_token_budget,
+                 t.token_budget, ctx)
     if t.has("kv_memory_fraction") and t.has("kv_memory"):
         ctx.error("P018", "set kv_memory_fraction or kv_memory, not both", t.key_span("kv_memory"))
     buckets, nodes = t.cuda_graph_buckets, t.node.get("cuda_graph_buckets")
@@ -89,7 +90,7 @@ def build_engine(kind: str, name: str, own: EngineTable | None, defaults: Engine
     given: int | None = value("token_budget")
     budget = given if given is not None else default_token_budget(device, max_batch)
     prefill: int | None = value("prefill_token_budget")
-    _check_sizes(name, layers, buckets, max_batch, given, prefill, ctx, budget)
+    _check_sizes(name, layers, buckets, max_batch, given, prefill, budget, ctx)
     return Engine(
         kv_memory_fraction=fraction if fraction is not None and 0 < fraction <= 1 else None,
         kv_memory=sizing.kv_memory if sizing else None,
@@ -108,20 +109,19 @@ def _source(layers: list[EngineTable], k: str) -> EngineTable | None:
 
 
 def _check_sizes(name: str, layers: list[EngineTable], buckets: tuple[int, ...], max_batch: int | None,
-                 budget: int | None, prefill: int | None, ctx: Ctx, effective_budget: int | None = None) -> None:
+                 budget: int | None, prefill: int | None, prefill_floor: int | None, ctx: Ctx) -> None:
     """max_batch covers the largest CUDA-graph bucket, a round of max_batch decodes (one token
-    each) fits in the token budget, and a round of prompts alone may take no fewer tokens than any
-    round (`effective_budget`: the component's token budget, given or by default). With `name`
-    empty: one table on its own; with a name: a component whose two settings come from different
-    tables (else already reported for that table)."""
-    floor = effective_budget if effective_budget is not None else budget
+    each) fits in the token budget, and a round of prompts alone takes no fewer tokens than
+    `prefill_floor` (the token budget: a table's own, or a component's given or by default). A
+    value None is not checked. With `name` empty: one table on its own; with a name: a component
+    whose two settings come from different tables (else already reported for that table)."""
     rules = [("max_batch", max_batch, "cuda_graph_buckets", max(buckets) if buckets else 0,
               f"the largest CUDA-graph bucket {max(buckets) if buckets else 0}",
               "a bucket larger than max_batch is never used: raise max_batch or drop the bucket"),
              ("token_budget", budget, "max_batch", max_batch, f"max_batch {max_batch}",
               f"a round of {max_batch} decodes writes {max_batch} tokens: raise token_budget to at least "
               f"{max_batch}, or lower max_batch"),
-             ("prefill_token_budget", prefill, "token_budget", floor, f"the token budget {floor}",
+             ("prefill_token_budget", prefill, "token_budget", prefill_floor, f"the token budget {prefill_floor}",
               "it is what a round with no decode in it may take, at least any round's budget: raise "
               "prefill_token_budget, or lower token_budget")]
     for key, value, other, least, what, advice in rules:
