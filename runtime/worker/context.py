@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from wgc.plan.model import Plan, Pop, Push, StreamSpec, WalkSchedule, WalkSpec
 from wgc.semantics.flows import FlowTable, flow_walks
 from wgc.semantics.plan_index import PlanIndex
+from wgc.semantics.stream_policy import ChunkPolicy, make_policy
 
 
 @dataclass
@@ -33,6 +34,9 @@ class RankPlan:
     # Consumer walk → its stream, when this rank runs the walk but is not the stream's consumer rank: here
     # its instances run one at a time in chunk order (StartWalk.prior), and are counted (ConsumersEnded).
     other_consumers: dict[str, str] = field(default_factory=dict)
+    # Streams this rank alone produces for a consumer on another rank: their chunk policies, by which
+    # it holds items back until they complete a chunk there (held_items.py).
+    held_streams: dict[str, ChunkPolicy] = field(default_factory=dict)
 
     @staticmethod
     def build(plan: Plan, rank: int) -> RankPlan:
@@ -60,4 +64,6 @@ class RankPlan:
                 rp.consumer_emitters[s.name] = sorted(emitters.get(s.consumer_walk, set()) - {s.consumer_rank})
                 if rank != s.consumer_rank and s.consumer_walk in rp.code:
                     rp.other_consumers[s.consumer_walk] = s.name
+            if s.producer_ranks == [rank] and s.consumer_rank != rank:
+                rp.held_streams[s.name] = make_policy(s.policy, s.policy_args)
         return rp

@@ -53,6 +53,7 @@ from wgc.runtime.protocol.messages import (
 )
 from wgc.runtime.worker.batching import Batcher
 from wgc.runtime.worker.context import RankPlan
+from wgc.runtime.worker.held_items import HeldItems
 from wgc.runtime.worker.instance import Instance
 from wgc.runtime.worker.interpret import Interpreter, StepError
 from wgc.runtime.worker.lockstep import Lockstep
@@ -77,7 +78,10 @@ class Executor:
         self.rp = RankPlan.build(plan, rank)
         self.rank = rank
         self.components = components
-        self.send = send
+        # Stream items that cannot complete a chunk at their consumer yet wait here (held_items.py);
+        # every other message goes through its `send`, which sends them first.
+        self.held = HeldItems(rank, send)
+        self.send = self.held.send
         # Sends what `send` holds back (a worker's OutBatch): called once a round's instances have
         # advanced, before its batches run, so the outputs they emitted (the tokens of the last
         # forward) leave now instead of after this round's forward.
@@ -425,6 +429,8 @@ class Executor:
             **self.batcher.stats,
             "deferred": len(self.deferred),
             "held_for_step": self.lockstep.held,
+            "stream_messages": self.held.messages,  # StreamItems of held streams sent, and their items
+            "stream_items": self.held.items,
             **gc_counters(),
         }
         for name, comp in self.components.items():

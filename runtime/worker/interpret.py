@@ -325,10 +325,17 @@ class Interpreter:
             return None
         end = state.producer(ins.stream)
         if spec.capacity > 0 and end.in_flight >= spec.capacity:
+            self.ex.held.release()  # the chunk whose credits this waits for may need the items held
             return Blocked(("credit", ins.stream))
         end.in_flight += 1
         item = self._value(inst, ins.value)
-        self.ex.post(spec.consumer_rank, StreamItems(inst.request, ins.stream, self.ex.rank, [item]))
+        policy = self.ex.rp.held_streams.get(ins.stream)
+        if policy is None:
+            self.ex.post(spec.consumer_rank, StreamItems(inst.request, ins.stream, self.ex.rank, [item]))
+            return None
+        end.pushed += 1  # the consumer will hold as many: it can form a chunk when the count completes one
+        completes = policy.complete(end.pushed) > policy.complete(end.pushed - 1)
+        self.ex.held.push(spec.consumer_rank, inst.request, ins.stream, item, completes)
         return None
 
     def _pop(self, inst: Instance, ins: m.Pop) -> Blocked | None:

@@ -43,6 +43,7 @@ class ConsumerEnd:
 @dataclass
 class ProducerEnd:
     in_flight: int = 0  # pushed and not yet credited back
+    pushed: int = 0  # pushed in all, where this rank is the stream's only producer (held_items.py)
 
 
 def new_consumer(spec: StreamSpec) -> ConsumerEnd:
