@@ -125,6 +125,9 @@ class TorchPlan:
     mask: Tensor | None  # [B, 1, Q, K] bool, True = attend; K = K_pages (+ Q when not writing); None = all
     decode: bool = False  # one new token per sequence, written: q_index and out_index are the identity
     key_rows: Tensor | None = None  # decode: key_slots flattened [B * K], made once for every layer
+    # Every sequence a whole prompt of this many tokens (nothing cached, written, causal): its queries,
+    # keys and values are the step's own rows, in order, and the mask is SDPA's causal one (0: not so).
+    fresh: int = 0
 
 
 def plan_torch(batch: AttentionBatch, device: torch.device | str = "cpu", fast_decode: bool = True) -> TorchPlan:
@@ -161,8 +164,10 @@ def plan_torch(batch: AttentionBatch, device: torch.device | str = "cpu", fast_d
         allowed = allowed & (key_pos[:, None, :] <= q_pos[:, :, None])  # [B, Q, K]
     allowed = allowed | ~q_valid[:, :, None]  # padded query rows attend to everything (and are dropped)
     mask = None if bool(allowed.all()) else allowed[:, None].to(device)  # [B, 1, Q, K]
+    fresh = max_q if (batch.write and batch.mode == "causal" and not any(batch.cached_lengths)
+                      and all(n == max_q for n in batch.q_lengths)) else 0
     return TorchPlan(batch.write, write_slots.to(device), key_slots.to(device), q_index.to(device),
-                     out_index.to(device), mask)
+                     out_index.to(device), mask, fresh=fresh)
 
 
 def plan_decode(batch: AttentionBatch, device: torch.device | str = "cpu") -> TorchPlan:
@@ -231,6 +236,25 @@ def run_torch(plan: TorchPlan, q: Tensor, k_pages: Tensor, v_pages: Tensor,
         attn_mask=plan.mask, scale=scale, enable_gqa=heads != kv_heads,
     )  # [B, heads, Q, head_dim]
     return out.transpose(1, 2).reshape(batch_size * max_q, heads, -1)[plan.out_index]  # [sum n, heads, head_dim]
+
+
+def attend_fresh(n: int, q: Tensor, k: Tensor, v: Tensor, scale: float | None = None) -> Tensor:
+    """Causal attention of prompts of n tokens each, nothing cached: q [B * n, heads, d] over k, v
+    [B * n, kv_heads, d] -> [B * n, heads, d_v], their rows in order.
+
+    A prompt's step otherwise gathers its queries into a padded [B, Q] layout, its keys and values
+    back out of the pages just written, and scatters the output back: here the rows are already in
+    that layout (a view), and SDPA's own causal mask replaces the explicit one, skipping the blocks
+    above the diagonal. Bitwise the general path's result (tests/engines/test_attention.py); one
+    prompt of 700 tokens (8 heads, 64 dims): 6.5 against 9.2 ms of SDPA, an Intel Xeon."""
+    rows, heads, _ = q.shape
+    batch_size = rows // n
+    out = F.scaled_dot_product_attention(
+        q.unflatten(0, (batch_size, n)).transpose(1, 2), k.unflatten(0, (batch_size, n)).transpose(1, 2),
+        v.unflatten(0, (batch_size, n)).transpose(1, 2), is_causal=True, scale=scale,
+        enable_gqa=heads != k.shape[1],
+    )  # [B, heads, n, d_v]
+    return out.transpose(1, 2).reshape(rows, heads, -1)  # [B * n, heads, d_v]
 
 
 def _gather(rows: Tensor, index: Tensor) -> Tensor:
@@ -329,6 +353,8 @@ class TorchAttention:
     def attend(self, plan: TorchPlan, q: Tensor, k: Tensor, v: Tensor, k_pages: Tensor, v_pages: Tensor) -> Tensor:
         if plan.write:
             write_kv(k_pages, v_pages, k, v, plan.write_slots)
+            if plan.fresh and k.dtype == k_pages.dtype == q.dtype:  # the pages hold k and v as they are
+                return attend_fresh(plan.fresh, q, k, v, self.scale)
             return run_torch(plan, q, k_pages, v_pages, scale=self.scale)
         return run_torch(plan, q, k_pages, v_pages, k, v, scale=self.scale)
 

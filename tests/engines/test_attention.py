@@ -15,6 +15,7 @@ from wgc.runtime.engines.attention import (
     dense_attention,
     paged_attention,
     plan_torch,
+    run_torch,
     write_kv,
 )
 
@@ -88,6 +89,31 @@ def test_step_writes_then_attends_like_dense(group: int, mode: str) -> None:
     torch.testing.assert_close(out, expected(q, keys, values, cached, new, mode), atol=1e-5, rtol=1e-5)
     gathered = torch.cat([k_pages[t].reshape(-1, kv_heads, HEAD_DIM)[: c + n] for t, c, n in zip(tables, cached, new)])
     assert torch.equal(gathered, torch.cat(keys))  # the new keys landed at their (page, slot)
+
+
+@pytest.mark.parametrize(("cached", "new", "mode", "write", "fresh"), [
+    ([0], [9], "causal", True, 9), ([0, 0, 0], [5, 5, 5], "causal", True, 5),  # whole prompts of one length
+    ([0, 0], [5, 6], "causal", True, 0), ([0, 3], [5, 5], "causal", True, 0),  # lengths differ, a prefix cached
+    ([0], [9], "prefix", True, 0), ([0], [9], "causal", False, 0),  # not causal, not written
+])
+def test_a_step_of_whole_prompts_of_one_length_attends_on_its_own_rows_bitwise_as_the_general_path(
+        cached: list[int], new: list[int], mode: str, write: bool, fresh: int) -> None:
+    """`TorchPlan.fresh`: the rows as they are and SDPA's causal mask (attend_fresh), the same bits as
+    gathering them from the pages with the explicit mask; only for such steps."""
+    kv_heads, group = 2, 2
+    q, keys, values, tables = make_batch(cached, new, kv_heads * group, kv_heads, seed=len(new))
+    storage = KVStorage.allocate(1, NUM_PAGES, PAGE, kv_heads, HEAD_DIM)
+    k_pages, v_pages = storage.layer(0)
+    fill_pages(k_pages, v_pages, tables, keys, values, cached)
+    k_new = torch.cat([k[c:] for k, c in zip(keys, cached)])  # [sum n, Hkv, d]
+    v_new = torch.cat([v[c:] for v, c in zip(values, cached)])  # [sum n, Hkv, d]
+    backend = TorchAttention()
+    plan = backend.plan(AttentionBatch(tables, cached, new, PAGE, mode, write))
+    assert plan.fresh == fresh
+    out = backend.attend(plan, q, k_new, v_new, k_pages, v_pages)
+    torch.testing.assert_close(out, expected(q, keys, values, cached, new, mode), atol=1e-5, rtol=1e-5)
+    if fresh:
+        assert torch.equal(out, run_torch(plan, q, k_pages, v_pages))  # the general path, pages now written
 
 
 @pytest.mark.parametrize("seed", range(4))

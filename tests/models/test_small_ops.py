@@ -33,7 +33,9 @@ def test_rotary_is_bitwise_the_reference_with_or_without_the_heads_axis(
     assert torch.equal(apply_rotary(x, cos.unsqueeze(-2), sin.unsqueeze(-2)), want)  # heads axis given
     assert torch.equal(apply_rotary(x[..., :1, :], cos, sin), want[..., :1, :])  # one head
     wide = torch.randn(*lead, 5, head_dim).to(dtype)[..., 1:4, :]  # heads sliced out of a fused product
+    before = wide.clone()
     assert torch.equal(apply_rotary(wide, cos, sin), reference_rotary(wide, cos, sin))
+    assert torch.equal(wide, before)  # its input untouched: the CPU path works in place on its own result
 
 
 def test_a_llama_forward_is_bitwise_the_one_rotating_with_the_plain_expression(
