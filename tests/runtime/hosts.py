@@ -39,7 +39,7 @@ def compiled(tmp_path: Path, model: str, placement: str, port: int | None = None
     source = ROOT / "models" / f"{model}.walk"
     result = compile_program(str(source), source.read_text(), str(own))
     assert result.data is not None, [d.message for d in result.diagnostics]
-    path = tmp_path / f"{model}-{port}.plan"
+    path = tmp_path / f"{model}-{own.stem}.plan"  # by placement too: two compiles in a test may draw one port
     path.write_bytes(result.data)
     return path
 

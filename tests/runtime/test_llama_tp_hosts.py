@@ -37,6 +37,15 @@ def test_inspect_shows_the_llama_tensor_parallel_group(tmp_path: Path) -> None:
     assert "node1 (node rank 1)  127.0.0.3  ranks [1]  ports 30051" in text
 
 
+def test_two_placements_compiled_on_one_port_keep_their_own_plans(tmp_path: Path) -> None:
+    """`compiled` draws a random port per call: two draws in one test may meet (the tp 2 plan was once
+    overwritten by the tp 1 plan compiled after it, and the test below failed on its tp)."""
+    tp2 = compiled(tmp_path, "llama", "llama-tp2-hosts.toml", port=30080)
+    tp1 = compiled(tmp_path, "llama", "cpu.toml", port=30080, extra='model = "llama"')
+    assert tp2 != tp1
+    assert [c.tp for c in load_plan(tp2)[1].components if c.name == "lm"] == [2]
+
+
 @pytest.mark.parametrize("weights", ["preset", "checkpoint"])
 def test_llama_lm_at_tp2_across_two_hosts_gives_the_tokens_of_tp1(tmp_path: Path, weights: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
