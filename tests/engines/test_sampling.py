@@ -18,6 +18,19 @@ def _logits(seed: int, rows: int = 1, vocab: int = VOCAB, scale: float = 3.0) ->
     return torch.randn(rows, vocab, generator=torch.Generator().manual_seed(seed)) * scale  # [rows, V]
 
 
+@pytest.mark.parametrize("vocab", [7, 512, 8192])
+def test_greedy_takes_the_first_of_equal_best_tokens_as_torch_argmax_does(vocab: int) -> None:
+    logits = torch.randn(9, vocab, generator=torch.Generator().manual_seed(vocab))
+    logits[2, 5] = logits[2, 3] = logits[2].max() + 1  # a tie: the first wins
+    logits[4, :] = 0.5  # all equal: token 0
+    greedy = [SamplingParams(temperature=0.0)] * 9
+    tokens = sample(logits, greedy, [[]] * 9, [0] * 9)
+    assert tokens.dtype == torch.int64 and tokens.tolist() == logits.argmax(-1).tolist()
+    assert tokens[2] == 3 and tokens[4] == 0
+    wide = torch.randn(9, 2 * vocab)[:, ::2]  # rows not contiguous
+    assert sample(wide, greedy, [[]] * 9, [0] * 9).tolist() == wide.argmax(-1).tolist()
+
+
 def test_greedy_is_the_argmax_and_mixes_with_sampled_rows() -> None:
     logits = _logits(0, rows=6)
     params = [SamplingParams(temperature=0.0) if i % 2 == 0 else SamplingParams(seed=i) for i in range(6)]
