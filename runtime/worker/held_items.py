@@ -12,15 +12,16 @@ complete` of the items pushed so far: with one producer that is what the consume
 push that completes the next. They leave as one StreamItems per (request, stream), in push order:
 - with the push that completes a chunk (that stream's items; the others stay held);
 - before this rank sends any other message, to anyone, so nothing sent after an item overtakes it
-  (the stream's close, a FlowEnded, a credit, an output, a failure);
-- when a push blocks on credits, in case the consumer needs them to form the chunk that frees
-  its credits. No capacity the checker accepts reaches that with a policy whose stride is at most
-  its first chunk (the consumer takes every chunk sent, and what is held is less than a stride),
-  so no test does: it is there for a stride longer than the window.
+  (the stream's close, a FlowEnded, a credit, an output, a failure).
+
 Nothing else can need them: until they complete a chunk the consumer cannot fire on them, and a
 stream's end (`at_end flush` delivers a last partial chunk) is a message of its own, which sends
-them first. So a consumer fires when it would have: only the messages that could not make it fire
-are merged.
+them first. Nor can a push blocked on credits be waiting for them: every item sent is consumed once
+the consumer has taken the chunks sent (taking a chunk consumes every item before its end), and
+what is held is fewer than one chunk's items (the first chunk's before it, a stride's after it, and
+a stride is at most a window: E019), so a block only held items could end needs a capacity below
+one chunk, which the checker rejects (E019; P021 in a placement). So a consumer fires when it would
+have: only the messages that could not make it fire are merged.
 """
 
 from __future__ import annotations

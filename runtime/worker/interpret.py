@@ -325,8 +325,7 @@ class Interpreter:
             return None
         end = state.producer(ins.stream)
         if spec.capacity > 0 and end.in_flight >= spec.capacity:
-            self.ex.held.release()  # the chunk whose credits this waits for may need the items held
-            return Blocked(("credit", ins.stream))
+            return Blocked(("credit", ins.stream))  # never for items held here (held_items.py says why)
         end.in_flight += 1
         item = self._value(inst, ins.value)
         policy = self.ex.rp.held_streams.get(ins.stream)
