@@ -71,18 +71,24 @@ def expected(q, keys, values, cached, new, mode) -> torch.Tensor:
 MIXED = ([0, 5, 17, 3, 8], [7, 1, 4, 9, 1])  # prefill, decode, append, chunk, decode — one batch
 
 
+def cached_step(cached: list[int], new: list[int], heads: int, kv_heads: int, seed: int):
+    """A batch with each sequence's first `cached` tokens in one layer's pages: q, the full keys and
+    values, the page tables, the pages (k, v) and the new tokens' keys and values (k, v)."""
+    q, keys, values, tables = make_batch(cached, new, heads, kv_heads, seed)
+    k_pages, v_pages = KVStorage.allocate(1, NUM_PAGES, PAGE, kv_heads, HEAD_DIM).layer(0)
+    fill_pages(k_pages, v_pages, tables, keys, values, cached)
+    k_new = torch.cat([k[c:] for k, c in zip(keys, cached)])  # [sum n, Hkv, d]
+    v_new = torch.cat([v[c:] for v, c in zip(values, cached)])  # [sum n, Hkv, d]
+    return q, keys, values, tables, (k_pages, v_pages), (k_new, v_new)
+
+
 @pytest.mark.parametrize("group", [1, 2, 4])
 @pytest.mark.parametrize("mode", ["causal", "prefix"])
 def test_step_writes_then_attends_like_dense(group: int, mode: str) -> None:
     cached, new = MIXED
     kv_heads = 2
-    q, keys, values, tables = make_batch(cached, new, kv_heads * group, kv_heads, seed=group)
-    storage = KVStorage.allocate(1, NUM_PAGES, PAGE, kv_heads, HEAD_DIM)
-    k_pages, v_pages = storage.layer(0)
-    fill_pages(k_pages, v_pages, tables, keys, values, cached)
-    k_new = torch.cat([k[c:] for k, c in zip(keys, cached)])  # [sum n, Hkv, d]
-    v_new = torch.cat([v[c:] for v, c in zip(values, cached)])  # [sum n, Hkv, d]
-
+    q, keys, values, tables, (k_pages, v_pages), (k_new, v_new) = cached_step(cached, new, kv_heads * group,
+                                                                              kv_heads, group)
     backend = TorchAttention()
     plan = backend.plan(AttentionBatch(tables, cached, new, PAGE, mode))
     out = backend.attend(plan, q, k_new, v_new, k_pages, v_pages)
@@ -100,13 +106,7 @@ def test_a_step_of_whole_prompts_of_one_length_attends_on_its_own_rows_bitwise_a
         cached: list[int], new: list[int], mode: str, write: bool, fresh: int) -> None:
     """`TorchPlan.fresh`: the rows as they are and SDPA's causal mask (attend_fresh), the same bits as
     gathering them from the pages with the explicit mask; only for such steps."""
-    kv_heads, group = 2, 2
-    q, keys, values, tables = make_batch(cached, new, kv_heads * group, kv_heads, seed=len(new))
-    storage = KVStorage.allocate(1, NUM_PAGES, PAGE, kv_heads, HEAD_DIM)
-    k_pages, v_pages = storage.layer(0)
-    fill_pages(k_pages, v_pages, tables, keys, values, cached)
-    k_new = torch.cat([k[c:] for k, c in zip(keys, cached)])  # [sum n, Hkv, d]
-    v_new = torch.cat([v[c:] for v, c in zip(values, cached)])  # [sum n, Hkv, d]
+    q, keys, values, tables, (k_pages, v_pages), (k_new, v_new) = cached_step(cached, new, 4, 2, len(new))
     backend = TorchAttention()
     plan = backend.plan(AttentionBatch(tables, cached, new, PAGE, mode, write))
     assert plan.fresh == fresh
