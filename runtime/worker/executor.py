@@ -430,8 +430,8 @@ class Executor:
             **self.batcher.stats,
             "deferred": len(self.deferred),
             "held_for_step": self.lockstep.held,
-            "stream_messages": self.held.messages,  # StreamItems of held streams sent, and their items
-            "stream_items": self.held.items,
+            "held_stream_messages": self.held.messages,  # StreamItems sent by held_items.py, and their items
+            "held_stream_items": self.held.items,
             **gc_counters(),
         }
         for name, comp in self.components.items():

@@ -64,7 +64,7 @@ def test_a_sliding_stream_to_another_rank_sends_one_message_per_window(tmp_path:
     assert next(iter(out.values())).get("text", []) == [tokens[i * 2:i * 2 + 4] for i in
                                                         range(0 if n < 4 else 1 + (n - 4) // 2)]
     counters = _rank0(cluster)
-    assert (counters["stream_messages"], counters["stream_items"]) == (messages, n)
+    assert (counters["held_stream_messages"], counters["held_stream_items"]) == (messages, n)
     assert not cluster.leftovers()
 
 
@@ -72,4 +72,4 @@ def test_a_stream_whose_consumer_is_on_the_same_rank_is_not_held(tmp_path: Path)
     cluster = ToyCluster(compile_text(tmp_path, SLIDING, cpu_placement(1)))
     cluster.run([RequestSpec(params={"n": 10})])
     assert cluster.executors[0].rp.held_streams == {}
-    assert _rank0(cluster)["stream_messages"] == 0
+    assert _rank0(cluster)["held_stream_messages"] == 0
