@@ -78,7 +78,7 @@ MUTANTS = (
            ("tests/runtime/test_stream_properties.py", "tests/runtime/test_semantics.py",
             "tests/runtime/test_stream_credit.py")),
     Mutant("held-items-never-complete-a-chunk", "stream credits", "runtime/worker/interpret.py",
-           "completes = policy.complete(end.pushed) > policy.complete(end.pushed - 1)", "completes = False",
+           "item, policy.ends_chunk(end.pushed))", "item, False)",
            ("tests/runtime/test_held_items.py", "tests/runtime/test_semantics.py")),
     Mutant("held-items-overtaken-by-other-messages", "stream credits", "runtime/worker/held_items.py",
            "        if self.held:\n            self.release()\n        self._send(destination, msg)",

@@ -430,6 +430,7 @@ class Executor:
             **self.batcher.stats,
             "deferred": len(self.deferred),
             "held_for_step": self.lockstep.held,
+            "messages_out": self.stats["messages_out"] + self.held.messages,  # posted, and the held items' sends
             "held_stream_messages": self.held.messages,  # StreamItems sent by held_items.py, and their items
             "held_stream_items": self.held.items,
             **gc_counters(),

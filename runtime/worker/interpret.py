@@ -333,8 +333,7 @@ class Interpreter:
             self.ex.post(spec.consumer_rank, StreamItems(inst.request, ins.stream, self.ex.rank, [item]))
             return None
         end.pushed += 1  # the consumer will hold as many: it can form a chunk when the count completes one
-        completes = policy.complete(end.pushed) > policy.complete(end.pushed - 1)
-        self.ex.held.push(spec.consumer_rank, inst.request, ins.stream, item, completes)
+        self.ex.held.push(spec.consumer_rank, inst.request, ins.stream, item, policy.ends_chunk(end.pushed))
         return None
 
     def _pop(self, inst: Instance, ins: m.Pop) -> Blocked | None:

@@ -82,6 +82,8 @@ def test_complete_chunk_count(policy: str, args: dict[str, int]) -> None:
             want = n // args["chunk"]
         assert p.complete(n) == want
         assert len(drain(policy, n, "drop", **args)) == want
+        if n:  # the n-th item completes a chunk exactly when n items make one more than n - 1 do
+            assert p.ends_chunk(n) == (len(drain(policy, n, "drop", **args)) > len(drain(policy, n - 1, "drop", **args)))
 
 
 def test_fixed_one_delivers_items_themselves() -> None:

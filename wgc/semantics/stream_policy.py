@@ -38,6 +38,10 @@ class ChunkPolicy:
         """How many complete chunks n items make."""
         return 0 if n < self.first else 1 + (n - self.first) // self.step
 
+    def ends_chunk(self, n: int) -> bool:
+        """Whether item n (counted from 1) completes a chunk: complete(n) > complete(n - 1)."""
+        return n >= self.first and (n - self.first) % self.step == 0
+
 
 _SHAPES: dict[str, Callable[[Mapping[str, int]], tuple[int, int, int]]] = {
     "fixed": lambda a: (a["size"], a["size"], a["size"]),
