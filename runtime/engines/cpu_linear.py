@@ -7,9 +7,11 @@ over a weight reordered once into its blocked layout (`mkldnn._reorder_linear_we
 product 2-2.7x faster there at 3..64 rows and as fast at one row; on an AVX2-only host (Zen 3) ~1.2x
 at 8 rows and 0.9-1.0x at one. It is the kernel vLLM's CPU build uses too (`_C.onednn_mm`, packed
 for 32 rows: the same brgemm kernel and weight layout, bitwise the same outputs;
-bench/peer/step_floor.py). It is also batch-invariant: a row's result is bitwise the same at any row count (MKL's
-is not at a few rows: see the padding below), which keeps a request's tokens the same whatever it is
-batched with, so one row takes it too. On small weights (the 0.7M shape's 128 x 256) oneDNN's fixed cost of about
+bench/peer/step_floor.py). It is also batch-invariant from two rows on: a row's result is bitwise the
+same at any count (MKL's is not at a few rows: see the padding below), which keeps a request's tokens
+the same whatever it is batched with. At one row some shapes take another kernel (the 34M Llama's
+[512, 1536] down projection on an AMD EPYC gave a row alone other bits than in any batch; its other
+products did not), so the packed path pads the counts `pad_step` finds computed otherwise, as below. On small weights (the 0.7M shape's 128 x 256) oneDNN's fixed cost of about
 10 us is more than the product: those keep `F.linear`.
 
 `pack_linears(model)` gives every `nn.Linear` of a model (and any module whose class sets
@@ -23,7 +25,7 @@ a kv component calls it once for its model on CPU (`KVComponent.use_graphs`). Wh
   keyed on its storage pointer and its version counter), so a weight loaded after packing is used;
 - `F.linear` whenever the packed path does not apply: autograd wanted, not float32 on CPU, a
   weight under `MIN_PACKED_WEIGHT` elements, or oneDNN missing from this torch build. For a small
-  weight on CPU (MKL's sgemm) a product of fewer than `MKL_PAD_BELOW` rows is padded with zero
+  weight on CPU (MKL's sgemm) a product of fewer than `PAD_BELOW` rows is padded with zero
   rows to the next multiple of a step found for the shape: which rows MKL computes alike depends
   on the host. On an AMD EPYC
   (AVX-512) a row's bits were the same at any count from 4 on at one thread, but not at 1 (a gemv)
@@ -55,7 +57,7 @@ from wgc import settings
 
 MIN_PACKED_WEIGHT = 1 << 16  # elements: below, oneDNN's fixed cost exceeds what it saves (128 x 256 at 1-32 rows)
 PACK_ROWS_HINT = 32  # the rows oneDNN is told to expect when it reorders: fast from 1 to 64 rows (measured)
-MKL_PAD_BELOW = 16  # products of fewer rows are padded to this many rows for MKL (see the docstring)
+PAD_BELOW = 16  # products of fewer rows may be padded (pad_step; see the docstring)
 
 
 class PackedWeight:
@@ -90,7 +92,27 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, packed: PackedWeight 
         return F.linear(x, weight, bias)
     if packed is None or weight.numel() < MIN_PACKED_WEIGHT:
         return invariant_linear(x, weight, bias)
-    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed.get(weight), bias, "none", [], "")
+    return packed_linear(x, weight, bias, packed)
+
+
+def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, packed: PackedWeight) -> Tensor:
+    """oneDNN over the packed weight. Its rows are the same at any count from 2 on, but for some shapes
+    not at one row (the 34M Llama's down projection, [512, 1536], on an AMD EPYC: another kernel), so
+    a count `pad_step` finds computed otherwise is padded like MKL's (one zero row, ~2 us of a ~100 us
+    product)."""
+    x = x.contiguous()
+    width = x.shape[-1]
+    rows = x.numel() // width if width else 0
+    pad = -rows % pad_step(weight.shape[0], width, bias is not None, x.dtype, packed=True) \
+        if 0 < rows < PAD_BELOW else 0
+    if pad == 0:
+        return _onednn(x, packed.get(weight), bias)
+    out = _onednn(_pad_rows(x, rows, pad), packed.get(weight), bias)[:rows]  # [rows, out]
+    return _unflat(out, x)
+
+
+def _onednn(x: Tensor, packed: Tensor, bias: Tensor | None) -> Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
 _ZERO_ROWS: dict[tuple[int, int, torch.dtype], Tensor] = {}  # (rows, width, dtype) -> zeros, never written
@@ -106,13 +128,13 @@ def _zero_rows(rows: int, width: int, dtype: torch.dtype) -> Tensor:
 
 def invariant_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """F.linear on CPU over a row count MKL gives each row the same bits at (zero rows added below
-    MKL_PAD_BELOW to the next multiple of this shape's `pad_step`, their outputs dropped). The
+    PAD_BELOW to the next multiple of this shape's `pad_step`, their outputs dropped). The
     padding is one `cat` with zero rows made once (F.pad was three kernels and an allocation: ~2 us
     of a ~9 us one-row product), and without a bias the product is F.linear's own `mm` over the
     transposed view."""
     width = x.shape[-1]
     rows = x.numel() // width if width else 0
-    if rows >= MKL_PAD_BELOW or rows == 0:
+    if rows >= PAD_BELOW or rows == 0:
         return F.linear(x, weight, bias)
     pad = -rows % pad_step(weight.shape[0], width, bias is not None, x.dtype)
     if pad == 0:
@@ -121,41 +143,60 @@ def invariant_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
 
 
 def _padded_linear(x: Tensor, weight: Tensor, bias: Tensor | None, rows: int, pad: int) -> Tensor:
+    padded = _pad_rows(x, rows, pad)  # [rows + pad, in]
+    out = (torch.mm(padded, weight.t()) if bias is None else F.linear(padded, weight, bias))[:rows]  # [rows, out]
+    return _unflat(out, x)
+
+
+def _pad_rows(x: Tensor, rows: int, pad: int) -> Tensor:
+    """x's rows as [rows, in] and `pad` zero rows after them: [rows + pad, in]."""
     width = x.shape[-1]
     flat = x if x.dim() == 2 else x.reshape(rows, width)  # [rows, in]: the decode step's is already
-    padded = torch.cat((flat, _zero_rows(pad, width, x.dtype)))  # [rows + pad, in]
-    out = (torch.mm(padded, weight.t()) if bias is None else F.linear(padded, weight, bias))[:rows]  # [rows, out]
-    return out if x.dim() == 2 else out.reshape(*x.shape[:-1], weight.shape[0])  # [..., out]
+    return torch.cat((flat, _zero_rows(pad, width, x.dtype)))
 
 
-PAD_STEPS = (4, 8, MKL_PAD_BELOW)  # tried in turn; the last pads every small product to MKL_PAD_BELOW rows
+def _unflat(out: Tensor, x: Tensor) -> Tensor:
+    """A product's [rows, out] in x's leading shape: [..., out]."""
+    return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+PAD_STEPS = (1, 2, 4, 8, PAD_BELOW)  # tried in turn; the last pads every small product to PAD_BELOW rows
 _PROBE_ROWS = 48
-_PAD_STEP: dict[tuple[int, int, bool, torch.dtype, int], int] = {}  # (out, in, bias, dtype, threads) -> step
+_PAD_STEP: dict[tuple[int, int, bool, torch.dtype, int, bool], int] = {}  # (out, in, bias, dtype, threads, packed)
 
 
-def pad_step(out_features: int, in_features: int, has_bias: bool, dtype: torch.dtype) -> int:
-    """The smallest step of PAD_STEPS at which this host's MKL gives every row of a product of this
-    shape the bits it has in a larger one, found once per shape and thread count by trying it on
-    random values (which rows agree depends on the host's MKL kernels, not on the values: the
-    module docstring). A small product is padded to the next multiple of it."""
-    key = (out_features, in_features, has_bias, dtype, torch.get_num_threads())
+def pad_step(out_features: int, in_features: int, has_bias: bool, dtype: torch.dtype, packed: bool = False) -> int:
+    """The smallest step of PAD_STEPS at which this host's kernel (MKL's sgemm, or oneDNN's over a
+    packed weight) gives every row of a product of this shape the bits it has in a larger one, found
+    once per shape and thread count by trying it on random values (which rows agree depends on the
+    host's kernels, not on the values: the module docstring). A small product is padded to the next
+    multiple of it; 1: never."""
+    key = (out_features, in_features, has_bias, dtype, torch.get_num_threads(), packed)
     step = _PAD_STEP.get(key)
     if step is None:
-        step = _PAD_STEP[key] = _probe_pad_step(out_features, in_features, has_bias, dtype)
+        step = _PAD_STEP[key] = _probe_pad_step(out_features, in_features, has_bias, dtype, packed)
     return step
 
 
-def _probe_pad_step(out_features: int, in_features: int, has_bias: bool, dtype: torch.dtype) -> int:
+def _probe_pad_step(out_features: int, in_features: int, has_bias: bool, dtype: torch.dtype, packed: bool) -> int:
     g = torch.Generator().manual_seed(0)
     weight = torch.randn(out_features, in_features, generator=g).to(dtype)
     bias = torch.randn(out_features, generator=g).to(dtype) if has_bias else None
     x = torch.randn(_PROBE_ROWS, in_features, generator=g).to(dtype)
     with torch.no_grad():
-        full = F.linear(x, weight, bias)  # [_PROBE_ROWS, out]: a count MKL computes like any larger one
+        if packed:
+            weights = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS_HINT)
+            full = _onednn(x, weights, bias)  # [_PROBE_ROWS, out]: a count computed like any larger one
+
+            def product(r: int, pad: int) -> Tensor:  # packed_linear's own calls
+                return _onednn(_pad_rows(x[:r], r, pad), weights, bias)[:r] if pad else _onednn(x[:r], weights, bias)
+        else:
+            full = F.linear(x, weight, bias)
+
+            def product(r: int, pad: int) -> Tensor:  # invariant_linear's own calls
+                return _padded_linear(x[:r], weight, bias, r, pad) if pad else F.linear(x[:r], weight, bias)
         for step in PAD_STEPS[:-1]:
-            agree = (torch.equal(_padded_linear(x[:r], weight, bias, r, -r % step) if r % step else
-                                 F.linear(x[:r], weight, bias), full[:r]) for r in range(1, MKL_PAD_BELOW))
-            if all(agree):
+            if all(torch.equal(product(r, -r % step), full[:r]) for r in range(1, PAD_BELOW)):
                 return step
     return PAD_STEPS[-1]
 
