@@ -41,6 +41,7 @@ from wgc.runtime.engines.kv_component import KVComponent, in_waves
 from wgc.runtime.engines.kv_engine import Geometry, KVCacheEngine, KVSeq, Prepared, Write
 from wgc.runtime.engines.kv_pages import PageAllocator
 from wgc.runtime.engines.plan_ahead import PlanAhead
+from wgc.runtime.engines.prompt_rows import prompt_rows
 from wgc.runtime.engines.sampling import SamplingParams, sample
 from wgc.runtime.engines.seen_tokens import History, SeenTokens
 
@@ -179,9 +180,19 @@ class PagedLlama(KVComponent):
         last = None if len(ids) == len(prepared.lengths) else \
             torch.cumsum(torch.tensor(prepared.lengths, device=dev), 0) - 1  # [B]
         step = self.kv.step(prepared)
-        logits = self.model(tokens, prepared.positions.to(dev), step, logits_at=last)  # [B, vocab]
+        with prompt_rows(self._prompt_kinds(prepared)):
+            logits = self.model(tokens, prepared.positions.to(dev), step, logits_at=last)  # [B, vocab]
         self.kv.issued(prepared)  # a decode step, issued: plan the next one while it runs
         return logits
+
+    def _prompt_kinds(self, prepared: Prepared) -> list[bool]:
+        """Per token row of the step: written by an input of more than one token (a prompt's, whatever
+        its chunk), which the CPU products take through oneDNN (runtime/engines/prompt_rows.py). Empty
+        for a step of one-token inputs alone (a decode step: nothing to split)."""
+        writes = prepared.items
+        if self.torch_device.type != "cpu" or all(w.count == 1 for w in writes):
+            return []
+        return [k for w, n in zip(writes, prepared.lengths) for k in [w.count > 1] * n]
 
     # ---- entries ---------------------------------------------------------------------------------
 

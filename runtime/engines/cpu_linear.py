@@ -12,7 +12,8 @@ same at any count (MKL's is not at a few rows: see the padding below), which kee
 the same whatever it is batched with. At one row some shapes take another kernel (the 34M Llama's
 [512, 1536] down projection on an AMD EPYC gave a row alone other bits than in any batch; its other
 products did not), so the packed path pads the counts `pad_step` finds computed otherwise, as below. On small weights (the 0.7M shape's 128 x 256) oneDNN's fixed cost of about
-10 us is more than the product: those keep `F.linear`.
+10 us is more than the product: those keep `F.linear`, but at a forward's prompt rows, where
+oneDNN is the faster (prompt_rows.py: `small_linear`).
 
 `pack_linears(model)` gives every `nn.Linear` of a model (and any module whose class sets
 `packs_weight`, as the shared `LMHead` does, calling `linear` with its `packed`) this forward, and a
@@ -54,6 +55,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from wgc import settings
+from wgc.runtime.engines import prompt_rows
 
 MIN_PACKED_WEIGHT = 1 << 16  # elements: below, oneDNN's fixed cost exceeds what it saves (128 x 256 at 1-32 rows)
 PACK_ROWS_HINT = 32  # the rows oneDNN is told to expect when it reorders: fast from 1 to 64 rows (measured)
@@ -91,8 +93,24 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, packed: PackedWeight 
             or (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad))):
         return F.linear(x, weight, bias)
     if packed is None or weight.numel() < MIN_PACKED_WEIGHT:
-        return invariant_linear(x, weight, bias)
+        return small_linear(x, weight, bias, packed)
     return packed_linear(x, weight, bias, packed)
+
+
+def small_linear(x: Tensor, weight: Tensor, bias: Tensor | None, packed: PackedWeight | None) -> Tensor:
+    """A small weight's product (float32 on CPU): MKL, batch-invariant (`invariant_linear`), except at the
+    prompt rows of the forward running (prompt_rows.py), which take oneDNN over `packed`."""
+    split = prompt_rows.current()
+    width = x.shape[-1]
+    if split is None or packed is None or x.numel() != split.rows * width:  # packed: oneDNN is there
+        return invariant_linear(x, weight, bias)
+    flat = x.reshape(split.rows, width)  # [rows, in]
+    if split.other is None:
+        return _unflat(packed_linear(flat, weight, bias, packed), x)
+    out = flat.new_empty(split.rows, weight.shape[0])  # [rows, out]
+    out[split.prompt] = packed_linear(flat[split.prompt], weight, bias, packed)
+    out[split.other] = invariant_linear(flat[split.other], weight, bias)
+    return _unflat(out, x)
 
 
 def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, packed: PackedWeight) -> Tensor:
@@ -253,7 +271,11 @@ def fused_linear(x: Tensor, parts: tuple[nn.Linear, ...], fused: FusedWeight) ->
     if torch.is_grad_enabled() and (x.requires_grad or any(p.weight.requires_grad for p in parts)):
         return torch.cat([p(x) for p in parts], dim=-1)  # autograd: the modules' own products
     weight, bias = fused.get(parts)
-    return linear(x, weight, bias, fused.packed if fused.packs else None)
+    if fused.packs:
+        return linear(x, weight, bias, fused.packed)
+    if x.dtype != torch.float32 or weight.dtype != torch.float32 or not x.is_cpu:
+        return F.linear(x, weight, bias)
+    return small_linear(x, weight, bias, fused.packed)  # by its parts' size, whatever the concatenation's
 
 
 class PackedLinear(nn.Linear):
