@@ -53,9 +53,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from wgc.runtime.engines import prompt_rows
 
 from wgc import settings
-from wgc.runtime.engines import prompt_rows
 
 MIN_PACKED_WEIGHT = 1 << 16  # elements: below, oneDNN's fixed cost exceeds what it saves (128 x 256 at 1-32 rows)
 PACK_ROWS_HINT = 32  # the rows oneDNN is told to expect when it reorders: fast from 1 to 64 rows (measured)
