@@ -20,9 +20,9 @@ Sampling is `wgc.runtime.engines.sampling` per request: repetition penalty over 
 and generated tokens, temperature, top-p, and a draw keyed by (seed, step), the seed derived from the
 request id (and label) unless the component was given a base seed; a request draws the same tokens
 whatever it is batched with. On CPU its logits are bitwise its own too at a decode row and at a prompt
-prefilled whole beside prompts of its length (tests/models/llama/test_prompt_rows.py), but not yet at
-a prompt written in chunks or beside prompts of other lengths: those attend over padded or cached keys
-in another order, and differ in the last bits (~3e-7 on the tiny preset), which can flip a near tie.
+prefilled whole beside any others (tests/models/llama/test_prompt_rows.py), but not yet at a prompt
+written in chunks or after a prefix-cache hit: it then attends over cached keys in another order, and
+differs in the last bits (~3e-7 on the tiny preset), which can flip a near tie.
 KV state is the shared engine's (runtime/engines/kv_engine.py through
 KVComponent); this class keeps one value of its own per sequence: `generated`, the tokens sampled so
 far. A penalised sequence's distinct seen tokens are a `SeenTokens` beside it (not in the sequence's

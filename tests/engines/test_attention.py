@@ -98,22 +98,40 @@ def test_step_writes_then_attends_like_dense(group: int, mode: str) -> None:
 
 
 @pytest.mark.parametrize(("cached", "new", "mode", "write", "fresh"), [
-    ([0], [9], "causal", True, 9), ([0, 0, 0], [5, 5, 5], "causal", True, 5),  # whole prompts of one length
-    ([0, 0], [5, 6], "causal", True, 0), ([0, 3], [5, 5], "causal", True, 0),  # lengths differ, a prefix cached
-    ([0], [9], "prefix", True, 0), ([0], [9], "causal", False, 0),  # not causal, not written
+    ([0], [9], "causal", True, ((1, 9),)), ([0, 0, 0], [5, 5, 5], "causal", True, ((3, 5),)),  # one length
+    ([0, 0, 0], [5, 6, 6], "causal", True, ((1, 5), (2, 6))),  # whole prompts of two lengths: two runs
+    ([0, 3], [5, 5], "causal", True, ()),  # a prefix cached
+    ([0], [9], "prefix", True, ()), ([0], [9], "causal", False, ()),  # not causal, not written
 ])
-def test_a_step_of_whole_prompts_of_one_length_attends_on_its_own_rows_bitwise_as_the_general_path(
-        cached: list[int], new: list[int], mode: str, write: bool, fresh: int) -> None:
-    """`TorchPlan.fresh`: the rows as they are and SDPA's causal mask (attend_fresh), the same bits as
-    gathering them from the pages with the explicit mask; only for such steps."""
+def test_a_step_of_whole_prompts_attends_on_its_own_rows_bitwise_as_the_general_path(
+        cached: list[int], new: list[int], mode: str, write: bool, fresh: tuple[tuple[int, int], ...]) -> None:
+    """`TorchPlan.fresh`: the rows as they are and SDPA's causal mask (attend_prompts), per run of one
+    length the same bits as gathering them from the pages with the explicit mask; only for such steps."""
     q, keys, values, tables, (k_pages, v_pages), (k_new, v_new) = cached_step(cached, new, 4, 2, len(new))
     backend = TorchAttention()
     plan = backend.plan(AttentionBatch(tables, cached, new, PAGE, mode, write))
     assert plan.fresh == fresh
     out = backend.attend(plan, q, k_new, v_new, k_pages, v_pages)
     torch.testing.assert_close(out, expected(q, keys, values, cached, new, mode), atol=1e-5, rtol=1e-5)
-    if fresh:
+    if len(fresh) == 1:
         assert torch.equal(out, run_torch(plan, q, k_pages, v_pages))  # the general path, pages now written
+
+
+def test_a_whole_prompt_attends_alike_whatever_the_lengths_prefilled_beside_it() -> None:
+    """Prompts of 5, 9, 9 and 3 tokens in one step: each one's output bitwise its output alone (one
+    padded batch with a mask gave the shorter ones other bits)."""
+    new = [5, 9, 9, 3]
+    q, _, _, tables, (k_pages, v_pages), (k_new, v_new) = cached_step([0] * 4, new, 4, 2, 4)
+    backend = TorchAttention()
+    together = backend.attend(backend.plan(AttentionBatch(tables, [0] * 4, new, PAGE, "causal", True)),
+                              q, k_new, v_new, k_pages, v_pages)
+    start = 0
+    for i, n in enumerate(new):
+        rows = slice(start, start + n)
+        alone = backend.attend(backend.plan(AttentionBatch([tables[i]], [0], [n], PAGE, "causal", True)),
+                               q[rows], k_new[rows], v_new[rows], k_pages, v_pages)
+        assert torch.equal(together[rows], alone), i
+        start += n
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -1,7 +1,7 @@
 """A CPU forward takes oneDNN for its prompt rows and MKL for its one-token rows
 (runtime/engines/prompt_rows.py), so a row's kernel must depend on the row alone: each input's logits
-here are bitwise the same alone, beside other prompts, beside decode rows in one mixed forward, and
-whatever the one-token inputs beside it."""
+here are bitwise the same alone, beside other prompts (of its length or not), beside decode rows in one
+mixed forward, and whatever the one-token inputs beside it."""
 
 from __future__ import annotations
 
@@ -27,13 +27,13 @@ def ids(seed: int, n: int) -> list[int]:
 
 
 def test_an_inputs_logits_do_not_depend_on_what_shares_its_forward() -> None:
-    """Prompts of one length here: prompts of different lengths share a padded attention whose bits
-    are not those of each alone (whatever the products), which this test is not about."""
-    first, second, one = ids(1, 13), ids(2, 13), ids(3, 1)
-    alone = {name: model().forward([(0, "default", p)])[0] for name, p in (("first", first), ("second", second),
-                                                                          ("one", one))}
-    together = model().forward([(0, "default", first), (2, "default", second)])
-    assert torch.equal(together[0], alone["first"]) and torch.equal(together[1], alone["second"])
+    first, second, one, other = ids(1, 13), ids(2, 13), ids(3, 1), ids(4, 7)
+    alone = {name: model().forward([(0, "default", p)])[0]
+             for name, p in (("first", first), ("second", second), ("one", one), ("other", other))}
+    together = model().forward([(0, "default", first), (2, "default", second), (3, "default", other),
+                                (4, "default", one)])  # three lengths: each run attends on its own
+    for row, name in enumerate(("first", "second", "other", "one")):
+        assert torch.equal(together[row], alone[name]), name
     # a mixed forward: decode rows beside a new prompt, against the same decodes alone and the prompt alone
     mixed, apart = model(), model()
     for m in (mixed, apart):
