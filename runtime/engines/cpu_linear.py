@@ -11,9 +11,10 @@ bench/peer/step_floor.py). It is also batch-invariant from two rows on: a row's 
 same at any count (MKL's is not at a few rows: see the padding below), which keeps a request's tokens
 the same whatever it is batched with. At one row some shapes take another kernel (the 34M Llama's
 [512, 1536] down projection on an AMD EPYC gave a row alone other bits than in any batch; its other
-products did not), so the packed path pads the counts `pad_step` finds computed otherwise, as below. On small weights (the 0.7M shape's 128 x 256) oneDNN's fixed cost of about
-10 us is more than the product: those keep `F.linear`, but at a forward's prompt rows, where
-oneDNN is the faster (prompt_rows.py: `small_linear`).
+products did not), so the packed path pads the counts `pad_step` finds computed otherwise, as
+below. On small weights (the 0.7M shape's 128 x 256) oneDNN's fixed cost of about 10 us is more
+than the product: those keep `F.linear`, but at a forward's prompt rows, where oneDNN is the
+faster (prompt_rows.py: `small_linear`).
 
 `pack_linears(model)` gives every `nn.Linear` of a model (and any module whose class sets
 `packs_weight`, as the shared `LMHead` does, calling `linear` with its `packed`) this forward, and a
