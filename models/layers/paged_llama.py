@@ -32,6 +32,7 @@ the whole history every step. CUDA graphs (`graph_entries`) and planning ahead c
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 from typing import Any
 
@@ -184,7 +185,8 @@ class PagedLlama(KVComponent):
         last = None if len(ids) == len(prepared.lengths) else \
             torch.cumsum(torch.tensor(prepared.lengths, device=dev), 0) - 1  # [B]
         step = self.kv.step(prepared)
-        with prompt_rows(self._prompt_kinds(prepared)):
+        kinds = self._prompt_kinds(prepared)
+        with prompt_rows(kinds) if kinds else contextlib.nullcontext():  # a decode step: no context to enter
             logits = self.model(tokens, prepared.positions.to(dev), step, logits_at=last)  # [B, vocab]
         self.kv.issued(prepared)  # a decode step, issued: plan the next one while it runs
         return logits

@@ -48,17 +48,20 @@ def current() -> PromptRows | None:
 def split_of(kinds: Sequence[bool]) -> PromptRows | None:
     """kinds[i]: row i is a prompt token. None when no row is (every product as before)."""
     rows = len(kinds)
-    first = next((i for i, k in enumerate(kinds) if k), None)
-    if first is None:
+    prompt = [i for i, k in enumerate(kinds) if k]
+    if not prompt:
         return None
-    last = rows - next(i for i, k in enumerate(reversed(kinds)) if k)  # one past the last prompt row
-    if all(kinds[first:last]):  # one run: the usual mixed step, decodes first and prompts after them
-        other: slice | Tensor | None = None if first == 0 and last == rows else \
-            slice(0, first) if last == rows else slice(last, rows) if first == 0 else \
-            torch.tensor([i for i in range(rows) if not kinds[i]], dtype=torch.int64)
-        return PromptRows(rows, slice(first, last), other)
-    prompt = torch.tensor([i for i, k in enumerate(kinds) if k], dtype=torch.int64)  # [P]
-    return PromptRows(rows, prompt, torch.tensor([i for i, k in enumerate(kinds) if not k], dtype=torch.int64))
+    first, last = prompt[0], prompt[-1] + 1
+    if last - first == len(prompt):  # one run: the usual mixed step, decodes first and prompts after them
+        if first == 0 or last == rows:
+            other = None if first == 0 and last == rows else slice(last, rows) if first == 0 else slice(0, first)
+            return PromptRows(rows, slice(first, last), other)
+        return PromptRows(rows, slice(first, last), _other_rows(kinds))
+    return PromptRows(rows, torch.tensor(prompt, dtype=torch.int64), _other_rows(kinds))
+
+
+def _other_rows(kinds: Sequence[bool]) -> Tensor:
+    return torch.tensor([i for i, k in enumerate(kinds) if not k], dtype=torch.int64)  # [rows - P]
 
 
 @contextmanager
