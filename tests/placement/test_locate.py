@@ -132,11 +132,12 @@ def test_positions_are_one_based_and_end_exclusive() -> None:
 def test_text_tomllib_rejects_never_raises_and_keeps_what_came_before() -> None:
     for bad in ("[a", "x = [1, 2", 'x = "', "x = {", "[[a]]\n[a]\n", "= 1", "x = 1 2"):
         assert isinstance(locate(bad, "f"), dict)  # never raises
-    # What precedes the error is located as in a valid file (the diagnostics point at it).
+    # Each entry before the error is located as in a valid file (the diagnostics point at it).
     assert locate("[a", "f") == {} and locate("= 1", "f") == {}
-    found = locate('y = 2\nx = [1, 2', "f")
-    assert set(found) == {("y",), ("x", 0), ("x", 1)}
-    assert (found[("y",)].key, found[("y",)].value) == (Span("f", 1, 1, 1, 2), Span("f", 1, 5, 1, 6))
-    assert found[("x", 1)].value == Span("f", 2, 9, 2, 10)
-    assert set(locate("y = 2\n[a", "f")) == {("y",)}
-    assert locate("x = 1 2", "f")[("x",)].value == Span("f", 1, 5, 1, 6)  # the value before the stray `2`
+    for bad in ('y = 2\nx = [1, 2', "y = 2\n[a", "y = 2\nx = 1 2"):
+        found = locate(bad, "f")
+        assert set(found) == {("y",)}, bad
+        assert (found[("y",)].key, found[("y",)].value) == (Span("f", 1, 1, 1, 2), Span("f", 1, 5, 1, 6))
+    found = locate('[t]\ny = [1, 2]\n[u', "f")
+    assert set(found) == {("t",), ("t", "y"), ("t", "y", 0), ("t", "y", 1)}
+    assert found[("t", "y", 1)].value == Span("f", 2, 9, 2, 10)

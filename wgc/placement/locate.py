@@ -1,43 +1,32 @@
 """Where every key and value of a TOML text is: a map from key path to source spans.
 
-Why a locator beside tomllib, and not tomlkit: tomllib (the standard library's TOML 1.0
-parser) gives exact values and strict syntax errors with a line and column, but no positions
-for what it accepts; tomlkit keeps formatting but exposes no positions either (they would have
-to be recomputed from its private rendering), and it would be one more dependency. This
-scanner runs only on text tomllib has accepted and records where each key and value is; the
-values still come from tomllib, so the locator can never change what a file means, only where
-a diagnostic points. A path it cannot place falls back to its nearest enclosing key.
+tomllib (the standard library's TOML 1.0 parser) gives exact values and strict syntax errors
+with a line and column, but no positions for what it accepts. Positions come from tree-sitter's
+TOML grammar, which parses the same text into a syntax tree with the place of every key and
+value. Only the places are taken from it: the values still come from tomllib, so the locator can
+never change what a file means, only where a diagnostic points. A path it cannot place falls
+back to its nearest enclosing key.
 
 Paths are tuples of table keys (str) and array indices (int): `("cluster", "hosts", 1, "ranks")`.
 """
 
 from __future__ import annotations
 
-import bisect
+import functools
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from tomllib import TOMLDecodeError, loads
+
+import tree_sitter
+import tree_sitter_toml
 
 from wgc.lang.span import Span
 
 KeyPath = tuple[str | int, ...]
+Syntax = tree_sitter.Node
 
 BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_DATETIME = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?([Zz]|[+-][0-9]{2}:[0-9]{2})?"
-)
-_SCALAR = re.compile(r"[^\s,\]\}#]+")
-# Strings as tomllib accepts them, by their opening quotes: a closing `"""` may be followed by up
-# to two quotes that belong to the string; escapes only in basic strings.
-_STRINGS = {
-    '"""': re.compile(r'"""(?:\\[\s\S]|[^\\])*?"""(?:"{0,2})'),
-    "'''": re.compile(r"'''[\s\S]*?'''(?:'{0,2})"),
-    '"': re.compile(r'"(?:\\[\s\S]|[^"\\\n])*"'),
-    "'": re.compile(r"'[^'\n]*'"),
-}
-_WS = re.compile(r"[ \t]*")
-_BLANK = re.compile(r"(?:[ \t\r\n]|#[^\n]*)*")  # whitespace, newlines and comments
+_KEYS = ("bare_key", "quoted_key", "dotted_key")
 
 
 @dataclass(frozen=True)
@@ -47,152 +36,120 @@ class Located:
 
 
 class _Stuck(Exception):
-    """The scanner met text it does not expect (it only sees text tomllib accepted)."""
+    """The tree has an error here: what follows is not placed."""
 
 
-class _Scanner:
-    def __init__(self, text: str, file: str) -> None:
-        self.s = text
-        self.i = 0
+@functools.cache
+def _parser() -> tree_sitter.Parser:
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_toml.language()))
+
+
+class _Walk:
+    """One pass over the syntax tree in document order, recording each key path's place."""
+
+    def __init__(self, source: bytes, file: str) -> None:
+        self.lines = source.split(b"\n")
         self.file = file
-        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
         self.found: dict[KeyPath, Located] = {}
         self.aot: dict[KeyPath, int] = {}  # array-of-tables path → elements so far
 
-    def span(self, start: int, end: int) -> Span:
-        (line, col), (end_line, end_col) = self._pos(start), self._pos(end)
-        return Span(self.file, line, col, end_line, end_col)
+    def span(self, start: Syntax, end: Syntax | None = None) -> Span:
+        (line, col), (end_line, end_col) = start.start_point, (end or start).end_point
+        return Span(self.file, line + 1, self._column(line, col), end_line + 1, self._column(end_line, end_col))
 
-    def _pos(self, offset: int) -> tuple[int, int]:
-        line = bisect.bisect_right(self.line_starts, offset)
-        return line, offset - self.line_starts[line - 1] + 1
+    def _column(self, row: int, byte: int) -> int:
+        """A 1-based column in characters from tree-sitter's column in bytes."""
+        return len(self.lines[row][:byte].decode("utf-8", "replace")) + 1
 
     def record(self, path: KeyPath, key: Span, value: Span, *, implicit: bool = False) -> None:
         if not (implicit and path in self.found):
             self.found[path] = Located(key, value)
 
-    def peek(self) -> str:
-        return self.s[self.i : self.i + 1]
-
-    def skip(self, pattern: re.Pattern[str]) -> str:
-        """Move past `pattern` at the current position (the text matched), or get stuck."""
-        m = pattern.match(self.s, self.i)
-        if m is None:
-            raise _Stuck(self.i)
-        self.i = m.end()
-        return m.group()
-
-    def expect(self, token: str) -> None:
-        if not self.s.startswith(token, self.i):
-            raise _Stuck(self.i)
-        self.i += len(token)
-
-    def document(self) -> None:
-        table: KeyPath = ()
-        while True:
-            self.skip(_BLANK)
-            if self.i >= len(self.s):
-                return
-            if self.peek() == "[":
-                table = self.header()
+    def document(self, root: Syntax) -> None:
+        for node in root.children:  # one at a time: what precedes an error is kept
+            if node.type == "comment":
+                continue
+            if node.type == "pair":
+                self.pair(node, ())
+            elif node.type in ("table", "table_array_element"):
+                path = self.header(node)
+                for pair in _named(node)[1:]:
+                    self.pair(pair, path)
             else:
-                self.keyval(table)  # never empty: a key is at least one character
+                raise _Stuck
 
-    def header(self) -> KeyPath:
-        start = self.i
-        many = self.s.startswith("[[", self.i)
-        self.i += 2 if many else 1
-        self.skip(_WS)
-        parts = self.key()
-        self.expect("]]" if many else "]")
+    def header(self, table: Syntax) -> KeyPath:
+        many = table.type == "table_array_element"
+        parts = _parts(_named(table)[0])
         path: KeyPath = ()
-        for n, (name, p0, p1) in enumerate(parts):
-            path = (*path, name)
+        for n, part in enumerate(parts):
+            path = (*path, _name(part))
             last = n == len(parts) - 1
             if last and many:  # a new element of an array of tables: the path goes on at its index
                 index = self.aot.get(path, 0)
                 self.aot[path] = index + 1
-                self.record(path, self.span(p0, p1), self.span(parts[0][1], p1), implicit=True)
+                self.record(path, self.span(part), self.span(parts[0], part), implicit=True)
                 path = (*path, index)
             elif path in self.aot:  # `[a.b]` after `[[a]]`: b is in a's latest element
                 path = (*path, self.aot[path] - 1)
             if not last:
-                self.record(path, self.span(p0, p1), self.span(p0, p1), implicit=True)
-        self.record(path, self.span(parts[-1][1], parts[-1][2]), self.span(start, self.i))
+                self.record(path, self.span(part), self.span(part), implicit=True)
+        opening, _, closing = table.children[:3]  # `[`, the key, `]` (or `[[`, `]]`)
+        self.record(path, self.span(parts[-1]), self.span(opening, closing))
         return path
 
-    def keyval(self, table: KeyPath) -> None:
-        parts = self.key()
-        self.expect("=")
-        self.skip(_WS)
+    def pair(self, pair: Syntax, table: KeyPath) -> None:
+        named = _named(pair)
+        if pair.type != "pair" or len(named) != 2:
+            raise _Stuck
+        parts, value = _parts(named[0]), named[1]
         path = table
-        for name, p0, p1 in parts[:-1]:
-            path = (*path, name)
-            self.record(path, self.span(p0, p1), self.span(p0, p1), implicit=True)
-        path = (*path, parts[-1][0])
-        start = self.i
-        self.value(path)
-        self.record(path, self.span(parts[-1][1], parts[-1][2]), self.span(start, self.i))
+        for part in parts[:-1]:
+            path = (*path, _name(part))
+            self.record(path, self.span(part), self.span(part), implicit=True)
+        path = (*path, _name(parts[-1]))
+        self.value(value, path)
+        self.record(path, self.span(parts[-1]), self.span(value))
 
-    def key(self) -> list[tuple[str, int, int]]:
-        """A dotted key: each part's name and offsets; the whitespace after it is skipped."""
-        parts = []
-        while True:
-            start = self.i
-            if self.peek() in ('"', "'"):
-                raw = self.string()
-                parts.append((loads(f"k = {raw}")["k"], start, self.i))
-            else:
-                parts.append((self.skip(BARE_KEY), start, self.i))
-            self.skip(_WS)
-            if self.peek() != ".":
-                return parts
-            self.i += 1
-            self.skip(_WS)
+    def value(self, value: Syntax, path: KeyPath) -> None:
+        if value.type == "array":
+            for n, element in enumerate(_named(value)):
+                self.value(element, (*path, n))
+                self.record((*path, n), self.span(element), self.span(element))
+        elif value.type == "inline_table":
+            for pair in _named(value):
+                self.pair(pair, path)
 
-    def value(self, path: KeyPath) -> None:
-        c = self.peek()
-        if c in ('"', "'"):
-            self.string()
-        elif c == "[":
-            self.sequence("[", "]", lambda n: self.element((*path, n)))
-        elif c == "{":
-            self.sequence("{", "}", lambda n: self.keyval(path))
-        else:
-            self.skip(_DATETIME if _DATETIME.match(self.s, self.i) else _SCALAR)
 
-    def string(self) -> str:
-        q = self.peek()
-        return self.skip(_STRINGS[q * 3] if self.s.startswith(q * 3, self.i) else _STRINGS[q])
+def _named(node: Syntax) -> list[Syntax]:
+    """A node's named children but comments; an error or a missing token ends the walk."""
+    out = []
+    for child in node.children:
+        if child.is_error or child.is_missing:
+            raise _Stuck
+        if child.is_named and child.type != "comment":
+            out.append(child)
+    return out
 
-    def element(self, path: KeyPath) -> None:
-        start = self.i
-        self.value(path)
-        self.record(path, self.span(start, self.i), self.span(start, self.i))
 
-    def sequence(self, open_: str, close: str, item: Callable[[int], None]) -> None:
-        """An array or an inline table: items separated by commas, blank text between them."""
-        self.expect(open_)
-        n = 0
-        while True:
-            self.skip(_BLANK)
-            if self.peek() == close:
-                self.i += 1
-                return
-            item(n)
-            n += 1
-            self.skip(_BLANK)
-            if self.peek() == ",":
-                self.i += 1
-            elif self.peek() != close:
-                raise _Stuck(self.i)
+def _parts(key: Syntax) -> list[Syntax]:
+    """A key's parts, outermost first: `a.b."c"` → a, b, "c"."""
+    if key.type not in _KEYS:
+        raise _Stuck
+    return [p for child in _named(key) for p in _parts(child)] if key.type == "dotted_key" else [key]
+
+
+def _name(part: Syntax) -> str:
+    text = (part.text or b"").decode("utf-8")
+    return loads(f"k = {text}")["k"] if part.type == "quoted_key" else text
 
 
 def locate(text: str, file: str) -> dict[KeyPath, Located]:
     """The position of every key path in `text` (TOML tomllib accepted). Never raises."""
-    scanner = _Scanner(text, file)
+    source = text.encode("utf-8", "surrogatepass")
+    walk = _Walk(source, file)
     try:
-        scanner.document()
-    except (_Stuck, RecursionError, TOMLDecodeError):
+        walk.document(_parser().parse(source).root_node)
+    except (_Stuck, RecursionError, TOMLDecodeError, UnicodeDecodeError):
         pass  # keep what was found: the lookup falls back to enclosing keys
-    return scanner.found
+    return walk.found
