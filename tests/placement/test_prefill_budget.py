@@ -67,4 +67,4 @@ def test_the_plan_carries_it_to_the_runtime(tmp_path: Path) -> None:
     result = compile_program(str(source), source.read_text(encoding="utf-8"), str(placement))
     assert result.data is not None, [d.message for d in result.diagnostics]
     settings = {c.name: c.settings for c in decode_plan(result.data)[1].components}
-    assert settings["lm"]["prefill_token_budget"] == 3072 and settings["lm"]["token_budget"] == 512
+    assert settings["lm"]["prefill_token_budget"] == 3072 and settings["lm"]["token_budget"] == 2048  # llama-cpu.toml's own
