@@ -308,6 +308,7 @@ class Executor:
                 inst.alive = False
         if self.deferred:
             self.deferred = [i for i in self.deferred if i.request != request]
+        self.held.drop(request)
         for comp in self.components.values():
             comp.release(request)
 

@@ -13,6 +13,7 @@ push that completes the next. They leave as one StreamItems per (request, stream
 - with the push that completes a chunk (that stream's items; the others stay held);
 - before this rank sends any other message, to anyone, so nothing sent after an item overtakes it
   (the stream's close, a FlowEnded, a credit, an output, a failure).
+A request this rank drops (cancelled, failed) takes its held items with it: none is sent.
 
 Nothing else can need them: until they complete a chunk the consumer cannot fire on them, and a
 stream's end (`at_end flush` delivers a last partial chunk) is a message of its own, which sends
@@ -59,6 +60,12 @@ class HeldItems:
             held, self.held = self.held, {}
             for (destination, request, stream), items in held.items():
                 self._items(destination, request, stream, items)
+
+    def drop(self, request: int) -> None:
+        """Forget a dropped request's items (cancelled or failed): its consumer has dropped it too,
+        and would only discard them, so sending them with this rank's next message is wasted."""
+        if self.held:
+            self.held = {key: items for key, items in self.held.items() if key[1] != request}
 
     def _items(self, destination: int, request: int, stream: str, items: list[Any]) -> None:
         self.messages += 1

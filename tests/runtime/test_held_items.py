@@ -73,3 +73,26 @@ def test_a_stream_whose_consumer_is_on_the_same_rank_is_not_held(tmp_path: Path)
     cluster.run([RequestSpec(params={"n": 10})])
     assert cluster.executors[0].rp.held_streams == {}
     assert _rank0(cluster)["held_stream_messages"] == 0
+
+
+def test_a_dropped_requests_items_are_never_sent() -> None:
+    sent, held = _sent()
+    held.push(1, 7, "codes", "a", completes=False)
+    held.push(1, 8, "codes", "x", completes=False)
+    held.push(2, 7, "audio", "b", completes=False)
+    held.drop(7)
+    credit = StreamCredit(9, "other", 1)
+    held.send(2, credit)
+    assert sent == [(1, StreamItems(8, "codes", 0, ["x"])), (2, credit)]
+    assert held.held == {}
+
+
+def test_the_executor_drops_a_cancelled_requests_held_items(tmp_path: Path) -> None:
+    """`drop_request` (a cancel, a failure) forgets them: else the cancel's acknowledgement, sent
+    next, would first carry them to a consumer that has dropped the request."""
+    cluster = ToyCluster(compile_text(tmp_path, SLIDING, cpu_placement(2, "[components.mix]\nranks = [1]\n")))
+    executor = cluster.executors[0]
+    executor.held.push(1, 7, "code", 1, completes=False)
+    executor.held.push(1, 8, "code", 2, completes=False)
+    executor.drop_request(7)
+    assert list(executor.held.held) == [(1, 8, "code")]
