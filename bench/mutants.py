@@ -84,6 +84,12 @@ MUTANTS = (
            "        if self.held:\n            self.release()\n        self._send(destination, msg)",
            "        self._send(destination, msg)",
            ("tests/runtime/test_held_items.py", "tests/runtime/test_semantics.py")),
+    Mutant("dropped-request-keeps-held-items", "cancellation", "runtime/worker/executor.py",
+           "        self.held.drop(request)\n", "",
+           ("tests/runtime/test_held_items.py", "tests/runtime/test_semantics.py")),
+    Mutant("round-budget-ignores-prefill-budget", "admission", "runtime/worker/batching.py",
+           "        return max(budget, int(settings.get(\"prefill_token_budget\") or 0))", "        return budget",
+           ("tests/runtime/test_round_budget.py", "tests/placement/test_prefill_budget.py")),
 )
 
 _SITE = '''"""Written by bench/mutants.py: the wgc packages come from this copy of the tree."""
