@@ -41,13 +41,14 @@ KEYS = ("ranks", "tp", "zzz", "engine", "kv_memory", "max_batch", "routing", "de
         "capacity", "item_bytes", "page_size", "cuda_graph_buckets", "token_budget", "hosts", "model")
 
 
-
 def is_toml(text: str) -> bool:
+    """Whether tomllib accepts `text`: the only text the reader ever locates."""
     try:
         tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return False
     return True
+
 
 def old_package(rev: str, into: Path) -> ModuleType:
     """wgc/placement as it is at `rev`, importable as `old_placement`."""
