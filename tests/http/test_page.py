@@ -120,9 +120,9 @@ def test_typed_text_is_spoken_into_an_audio_element_that_plays(browser: Any, orp
     assert browser.execute_script("return document.querySelector('#speech [name=voice]').value") == "tara"
     fill(browser, "#speech [name=params]", '{"max_tokens": 84}')
     browser.execute_script("document.querySelector('#speech button[type=submit]').click()")
-    duration = until(browser, "const a = document.querySelector('#speech audio');"
-                              "return a.src.startsWith('blob:') && a.readyState >= 1 && a.error === null && a.duration")
-    assert abs(duration - 9 * 512 / 6000) < 0.01  # 9 windows of 512 samples at the tiny SNAC's 6000 Hz
+    audio_seconds = until(browser, "const a = document.querySelector('#speech audio');"
+                                   "return a.src.startsWith('blob:') && a.readyState >= 1 && a.error === null && a.duration")
+    assert abs(audio_seconds - 9 * 512 / 6000) < 0.01  # 9 windows of 512 samples at the tiny SNAC's 6000 Hz
     played = browser.execute_async_script("const done = arguments[arguments.length - 1];"
                                           "const a = document.querySelector('#speech audio'); a.currentTime = 0;"
                                           "a.play().then(() => done('playing'), (e) => done(e.name));")

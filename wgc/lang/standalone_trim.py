@@ -27,6 +27,8 @@ LOADER = (
     "DATA, MEMO = read_tables()"
 )
 
+# The modules of the line lark prints before its tables, to decode them; the loader replaces it.
+DECODER_MODULES = ("pickle", "zlib", "base64")
 # Definitions dropped, as (class, name) or (None, name) for a module-level one.
 DROPPED = (
     ("Lark", "__init__"), ("Lark", "save"), ("Lark", "load"), ("Lark", "open"), ("Lark", "open_from_package"),
@@ -41,12 +43,19 @@ def split_tables(printed: list[Any]) -> tuple[str, dict[str, Any], dict[int, Any
     if len(tables) != 2:
         raise ValueError(f"lark's generator printed {len(tables)} table objects, not DATA and MEMO")
     i_data, i_memo = tables
-    expected = {i_data - 2: "import pickle, zlib, base64", i_data - 1: "DATA = (", i_data + 1: ")",
-                i_memo - 1: "MEMO = (", i_memo + 1: ")"}
-    if i_memo != i_data + 3 or any(i < 0 or printed[i] != text for i, text in expected.items()):
+    expected = {i_data - 1: "DATA = (", i_data + 1: ")", i_memo - 1: "MEMO = (", i_memo + 1: ")"}
+    if i_memo != i_data + 3 or i_data < 2 or _imported(printed[i_data - 2]) != DECODER_MODULES \
+            or any(printed[i] != text for i, text in expected.items()):
         raise ValueError("lark's generator no longer prints its tables as `DATA = (...)`, `MEMO = (...)`")
     code = [*printed[:i_data - 2], LOADER, *printed[i_memo + 2:]]
     return "\n".join(code) + "\n", printed[i_data], printed[i_memo]
+
+
+def _imported(line: object) -> tuple[str, ...] | None:
+    """The modules a plain `import a, b, c` line names; None for any other line."""
+    if not isinstance(line, str) or not line.startswith("import "):
+        return None
+    return tuple(name.strip() for name in line.removeprefix("import ").split(","))
 
 
 def trim(code: str) -> str:
