@@ -17,6 +17,9 @@ from bench.peer.servers import start_vllm, start_wgc
 from bench.peer.wgc_engine import wgc_env
 
 NEW = 64
+# Requests a level sends at least, so that its p99 means something: of 8 requests (one stream of 8)
+# the p99 is their maximum, one slow moment of the host's.
+MIN_REQUESTS = 32
 
 
 def bodies(model: str, count: int, seed: int, vllm: bool) -> list[dict[str, Any]]:
@@ -60,7 +63,7 @@ def serving_rows(name: str, directory: Path, plan: Path, python: str, out: Path,
         tokenizer = load_chat_tokenizer(directory, LlamaChatConfig.from_directory(directory))
         same = whole_reply(wgc.url, False, tokenizer) == whole_reply(vllm.url, True, tokenizer)
         for c in levels:
-            count = max(8, c * requests_per_stream)
+            count = max(MIN_REQUESTS, c * requests_per_stream)
             best: dict[str, dict[str, float]] = {}
             paired: list[float] = []  # each round's wgc / vLLM req/s, the two driven back to back
             for round_ in range(rounds):
