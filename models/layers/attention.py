@@ -74,6 +74,10 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv: KVStep | None = None, mode: Mode = "causal") -> Tensor:
         """Paged: x [N, hidden] packed new tokens; dense (kv None): x [B, T, hidden]. cos/sin: x's [..., head_dim]."""
+        return self.out(self.attend(x, cos, sin, kv, mode))  # [..., hidden]
+
+    def attend(self, x: Tensor, cos: Tensor, sin: Tensor, kv: KVStep | None = None, mode: Mode = "causal") -> Tensor:
+        """`forward` before the output projection: x's keys and values written (paged), every row
+        attended -> [..., heads, head_dim]."""
         q, k, v = self.qkv(x, cos, sin)
-        out = dense_attention(q, k, v, mode) if kv is None else kv.attend(self.layer, q, k, v)  # [..., heads, head_dim]
-        return self.out(out)  # [..., hidden]
+        return dense_attention(q, k, v, mode) if kv is None else kv.attend(self.layer, q, k, v)

@@ -19,6 +19,7 @@ from wgc.models.layers.mlp import SwiGLU
 from wgc.models.layers.norm import RMSNorm
 from wgc.models.layers.rope import RotaryEmbedding
 from wgc.runtime.engines.attention import KVStep
+from wgc.runtime.engines.prompt_rows import narrowed
 
 
 class LlamaBlock(nn.Module):
@@ -33,6 +34,18 @@ class LlamaBlock(nn.Module):
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv: KVStep | None) -> Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv)  # [..., hidden]
         return x + self.mlp(self.post_attention_layernorm(x))  # [..., hidden]
+
+    def forward_at(self, x: Tensor, cos: Tensor, sin: Tensor, kv: KVStep | None, rows: Tensor) -> Tensor:
+        """`forward`'s output at token rows `rows` [R] alone (x [..., N, hidden] -> [..., R, hidden]):
+        every row's keys and values are written and attended as in `forward`, and the rest (the output
+        projection, the MLP) runs on `rows` only, each with the kernels and so the bits it has there
+        (prompt_rows.narrowed)."""
+        attended = self.self_attn.attend(self.input_layernorm(x), cos, sin, kv)  # [..., N, heads, head_dim]
+        attended = attended.index_select(attended.dim() - 3, rows)  # [..., R, heads, head_dim]
+        x = x.index_select(x.dim() - 2, rows)  # [..., R, hidden]
+        with narrowed(rows):
+            x = x + self.self_attn.out(attended)  # [..., R, hidden]
+            return x + self.mlp(self.post_attention_layernorm(x))  # [..., R, hidden]
 
 
 class LlamaModel(nn.Module):
@@ -52,18 +65,21 @@ class LlamaModel(nn.Module):
         logits_at: indices along the token axis (paged: rows of N; dense: positions of T) to project,
         e.g. each sequence's last token; None projects every token.
         """
-        x = self.hidden_states(self.embed_tokens(tokens), positions, kv)  # [..., hidden]
-        if logits_at is not None:
-            x = x.index_select(x.dim() - 2, logits_at)  # [..., len(logits_at), hidden]
+        x = self.hidden_states(self.embed_tokens(tokens), positions, kv, logits_at)  # [..., hidden]
         return self.lm_head(self.norm(x))  # [..., vocab]
 
-    def hidden_states(self, x: Tensor, positions: Tensor, kv: KVStep | None = None) -> Tensor:
+    def hidden_states(self, x: Tensor, positions: Tensor, kv: KVStep | None = None, at: Tensor | None = None
+                      ) -> Tensor:
         """Embedded inputs x [..., hidden] (tokens, or rows a family made: image features) through every
-        layer, before the final norm -> [..., hidden]."""
+        layer, before the final norm -> [..., hidden]; with `at` (indices along the token axis) only
+        those rows' [..., len(at), hidden], the last layer past its attention run on them alone: the
+        other rows of a prompt need only their keys and values there (bench/last_layer_rows.py)."""
         cos, sin = self.rotary(positions, x.dtype)  # each [..., head_dim]
         cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # each [..., 1, head_dim]: the heads axis once a step
-        for layer in self.layers:
-            x = layer(x, cos, sin, kv)  # [..., hidden]
+        layers = self._modules["layers"]
+        last = len(layers) - 1 if at is not None else len(layers)
+        for i, layer in enumerate(layers):
+            x = layer(x, cos, sin, kv) if i < last else layer.forward_at(x, cos, sin, kv, at)  # [..., hidden]
         return x
 
 

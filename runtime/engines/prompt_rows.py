@@ -73,3 +73,27 @@ def prompt_rows(kinds: Sequence[bool]) -> Iterator[None]:
         yield
     finally:
         _ACTIVE.rows = saved
+
+
+def kinds_of(split: PromptRows) -> list[bool]:
+    """The split back as one flag a row (row i is a prompt token)."""
+    kinds = [False] * split.rows
+    prompt = split.prompt
+    for i in range(split.rows)[prompt] if isinstance(prompt, slice) else prompt.tolist():
+        kinds[i] = True
+    return kinds
+
+
+@contextmanager
+def narrowed(rows: Tensor) -> Iterator[None]:
+    """Within: the products over len(rows) rows take the kernels the forward's rows `rows` [R] took
+    (a model's last layer past its attention, run at the rows it samples alone: llama.py). Outside a
+    forward that splits its rows, nothing changes."""
+    split = current()
+    if split is None:
+        yield
+        return
+    kinds = kinds_of(split)
+    with prompt_rows([kinds[i] for i in rows.tolist()]):
+        yield
+
